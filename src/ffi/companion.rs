@@ -1,0 +1,572 @@
+//! `qc_companion_*`: the IDE companion (seed 000) over the C ABI.
+//!
+//! Threading: every `qc_companion_*` function may be called from any thread,
+//! concurrently, and from inside this library's callbacks. Callbacks of one
+//! companion run on that companion's own callback thread (named `qc-cb`), one
+//! at a time, never while a library lock is held; the host must not assume
+//! any other thread. `user_data` is used only from that thread (and its
+//! finalizer wherever the last reference drops).
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+
+use once_cell::sync::Lazy;
+
+use super::util::*;
+use crate::error::{Error, Result, Status};
+use crate::host::LogLevel;
+use crate::ide::{Companion, Config};
+
+/// An IDE companion: an MCP server for Qwen Code plus its lock file. Opaque;
+/// created by `qc_companion_new`, released by `qc_companion_free`.
+pub struct qc_companion {
+    _private: [u8; 0],
+}
+
+/// A reply slot handed to a diff callback; valid only during that callback,
+/// on the callback thread. Fill it with `qc_reply_set_text`.
+pub struct qc_reply {
+    _private: [u8; 0],
+}
+
+/// Log callback: `level` is one of `QC_LOG_*`, `message` is UTF-8, borrowed
+/// for the duration of the call.
+pub type qc_log_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, level: u32, message: *const c_char)>;
+
+/// Asked to show a diff. `file_path` (absolute) and `new_content` are borrowed
+/// for the call; `new_content` is NUL-terminated and `new_content_len` bytes
+/// long (it may contain NUL bytes; use the length). Return 0 when the diff view
+/// is shown (the CLI gets `content: []`), non-zero to refuse (the CLI gets
+/// `isError` with the text set by `qc_reply_set_text`, or a default message).
+pub type qc_open_diff_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        file_path: *const c_char,
+        new_content: *const c_char,
+        new_content_len: usize,
+        reply: *mut qc_reply,
+    ) -> i32,
+>;
+
+/// Asked (by the CLI's `closeDiff`) to close the diff view of `file_path`.
+/// Return 0 when closed, with the buffer's final text set by
+/// `qc_reply_set_text` (not set = `{"content": null}`); non-zero for a
+/// failure, with an optional message set the same way.
+pub type qc_close_diff_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        file_path: *const c_char,
+        reply: *mut qc_reply,
+    ) -> i32,
+>;
+
+static COMPANIONS: Lazy<HandleTable<Companion>> = Lazy::new(|| HandleTable::new(0x1000));
+
+fn companion(c: *const qc_companion) -> Result<Arc<Companion>> {
+    COMPANIONS.get(c as usize)
+}
+
+struct Reply {
+    text: Option<String>,
+}
+
+thread_local! {
+    /// The reply of the callback running on this thread (NULL outside one).
+    static CURRENT_REPLY: Cell<*mut Reply> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Runs `f` with a fresh reply published as the current one for this thread.
+fn with_reply(f: impl FnOnce(*mut qc_reply) -> i32) -> (i32, Option<String>) {
+    let mut reply = Reply { text: None };
+    let ptr: *mut Reply = &mut reply;
+    let previous = CURRENT_REPLY.with(|c| c.replace(ptr));
+    let code = f(ptr as *mut qc_reply);
+    CURRENT_REPLY.with(|c| c.set(previous));
+    (code, reply.text)
+}
+
+/// Creates a companion (not yet listening).
+///
+/// `config_json` (nullable, borrowed) is a JSON object; every field is optional:
+/// `workspaceRoots` (array of absolute paths), `ideName`, `ideDisplayName`,
+/// `ideId` (the lock file's `ideInfo.name`), `lockDir` (default
+/// `$QWEN_HOME/ide`, else `~/.qwen/ide`), `ppid` (default: this process, which
+/// lives as long as the IDE), `trusted` (default true), `debounceMs` (50),
+/// `maxWaitMs` (200), `maxBodyBytes` (64 MiB).
+/// On success `*out` receives a handle owned by the caller: release it with
+/// `qc_companion_free`. Starts the companion's callback thread.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_new(
+    config_json: *const c_char,
+    out: *mut *mut qc_companion,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let config = Config::from_json(opt_str_arg(config_json, "config_json")?)?;
+        let c = Companion::new(config)?;
+        let id = COMPANIONS.insert(c);
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = id as *mut qc_companion };
+        Ok(())
+    })
+}
+
+/// Releases a companion: stops it if running (the lock file is removed),
+/// joins its callback thread (unless called from inside one of its own
+/// callbacks), and drops the callbacks' `user_data` (finalizers run).
+/// NULL is a no-op returning `QC_OK`; an unknown or already freed handle gives
+/// `QC_INVALID_HANDLE`. Calls already running on other threads finish first
+/// (the companion lives until the last of them returns).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_free(c: *mut qc_companion) -> qc_status {
+    if c.is_null() {
+        return QC_OK;
+    }
+    boundary(std::ptr::null_mut(), || {
+        COMPANIONS
+            .remove(c as usize)
+            .map(drop)
+            .ok_or_else(|| Error::new(Status::InvalidHandle, "unknown or already freed handle"))
+    })
+}
+
+/// Starts serving: binds 127.0.0.1 on a free port and writes the lock file
+/// `<lockDir>/<port>.lock` (dir 0700, file 0600, atomic). Returns
+/// `QC_ALREADY_RUNNING` if running; may be called again after a stop.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_start(
+    c: *mut qc_companion,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.start())
+}
+
+/// Stops serving: closes every client session, removes the lock file. Returns
+/// `QC_NOT_RUNNING` when not running (e.g. a second stop). Allowed from inside
+/// a callback.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_stop(
+    c: *mut qc_companion,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.stop())
+}
+
+/// Writes the listening port to `*out` (`QC_NOT_RUNNING` when stopped).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_port(
+    c: *const qc_companion,
+    out: *mut u16,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let port = companion(c)?.port()?;
+        // SAFETY: checked non-NULL.
+        unsafe { *out = port };
+        Ok(())
+    })
+}
+
+fn write_string(out: *mut *mut c_char, value: String) -> Result<()> {
+    out_arg(out, "out")?;
+    // SAFETY: checked non-NULL.
+    unsafe { *out = to_c_string(value) };
+    Ok(())
+}
+
+/// `*out` receives the lock file's path (owned; free with `qc_string_free`).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_lock_file_path(
+    c: *const qc_companion,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let path = companion(c)?.lock_file_path()?;
+        write_string(out, path.to_string_lossy().into_owned())
+    })
+}
+
+/// `*out` receives a JSON object of the environment variables the host must
+/// set in its integrated terminals, e.g.
+/// `{"QWEN_CODE_IDE_SERVER_PORT":"41234","QWEN_CODE_IDE_WORKSPACE_PATH":"/a:/b"}`
+/// (owned; free with `qc_string_free`). `QC_NOT_RUNNING` when stopped.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_terminal_env_json(
+    c: *const qc_companion,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let env = companion(c)?.terminal_env()?;
+        write_string(out, env.to_string())
+    })
+}
+
+/// Replaces the workspace roots with `roots_json`, a JSON array of absolute
+/// paths (borrowed). When running, the lock file is rewritten.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_workspace_roots_json(
+    c: *mut qc_companion,
+    roots_json: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let json = str_arg(roots_json, "roots_json")?;
+        let roots: Vec<String> = serde_json::from_str(json).map_err(|e| {
+            Error::invalid_json(format!("roots_json must be an array of strings: {e}"))
+        })?;
+        c.set_workspace_roots(roots)
+    })
+}
+
+macro_rules! path_event {
+    ($(#[$doc:meta])* $name:ident, $method:ident) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            c: *mut qc_companion,
+            path: *const c_char,
+            error: *mut *mut c_char,
+        ) -> qc_status {
+            boundary(error, || {
+                let c = companion(c)?;
+                c.$method(str_arg(path, "path")?)
+            })
+        }
+    };
+}
+
+path_event!(
+    /// The editor opened `path` (borrowed). Paths that are not absolute paths to
+    /// regular files on disk are kept but never sent (checked at each update).
+    /// Updates are sent to clients after the debounce; the call never blocks.
+    qc_companion_file_opened,
+    file_opened
+);
+path_event!(
+    /// `path` got the focus: it becomes the active file (cursor and selection
+    /// belong to it from now on).
+    qc_companion_file_focused,
+    file_focused
+);
+path_event!(
+    /// The editor closed `path`.
+    qc_companion_file_closed,
+    file_closed
+);
+
+/// The file `old_path` was renamed to `new_path` (both borrowed).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_file_renamed(
+    c: *mut qc_companion,
+    old_path: *const c_char,
+    new_path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        c.file_renamed(
+            str_arg(old_path, "old_path")?,
+            str_arg(new_path, "new_path")?,
+        )
+    })
+}
+
+/// Sets the cursor (1-based `line` and `character`) of `path`, or of the active
+/// file when `path` is NULL. A path other than the active file gets the focus.
+/// `QC_INVALID_ARGUMENT` for 0; `QC_NOT_FOUND` when `path` is NULL and no file
+/// has the focus.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_cursor(
+    c: *mut qc_companion,
+    path: *const c_char,
+    line: u32,
+    character: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        c.set_cursor(opt_str_arg(path, "path")?, line, character)
+    })
+}
+
+/// Sets the selected text (`len` bytes of UTF-8 at `text`, borrowed) of `path`
+/// or of the active file (`path` NULL). `text` NULL or `len` 0 clears it. Text
+/// over 16384 UTF-16 units is cut on a character boundary and marked
+/// `... [TRUNCATED]`, staying within the limit.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_selection(
+    c: *mut qc_companion,
+    path: *const c_char,
+    text: *const c_char,
+    len: usize,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let path = opt_str_arg(path, "path")?;
+        let text = if text.is_null() {
+            None
+        } else {
+            Some(text_arg(text, len, "text")?)
+        };
+        c.set_selection(path, text)
+    })
+}
+
+/// Sets whether the workspace is trusted (`isTrusted`); 0 = false, else true.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_trusted(
+    c: *mut qc_companion,
+    trusted: i32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.set_trusted(trusted != 0))
+}
+
+/// Replaces the whole editor state with an `IdeContext` JSON document
+/// (borrowed): `{"workspaceState":{"openFiles":[{"path","timestamp","isActive",
+/// "cursor":{"line","character"},"selectedText"}],"isTrusted"}}`. It is
+/// normalised like every other update. `QC_INVALID_JSON` on a bad document.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_context_json(
+    c: *mut qc_companion,
+    ide_context_json: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        c.set_context_json(str_arg(ide_context_json, "ide_context_json")?)
+    })
+}
+
+/// `*out` receives the normalised `IdeContext` JSON as clients get it (owned;
+/// free with `qc_string_free`). Works whether or not the companion runs.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_context_json(
+    c: *const qc_companion,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let ctx = companion(c)?.context();
+        write_string(out, ctx.to_string())
+    })
+}
+
+/// The user accepted the diff of `path`: sends `ide/diffAccepted` with the
+/// final text to every client. `content` (`len` bytes, borrowed) is the text
+/// as the user may have edited it; NULL means the proposed text unchanged.
+/// `QC_NOT_FOUND` when no diff is open for `path`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_diff_accept(
+    c: *mut qc_companion,
+    path: *const c_char,
+    content: *const c_char,
+    len: usize,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let path = str_arg(path, "path")?;
+        let content = if content.is_null() {
+            None
+        } else {
+            Some(text_arg(content, len, "content")?)
+        };
+        c.diff_accept(path, content)
+    })
+}
+
+/// The user rejected the diff of `path`: sends `ide/diffRejected`.
+/// `QC_NOT_FOUND` when no diff is open for `path`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_diff_reject(
+    c: *mut qc_companion,
+    path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        c.diff_reject(str_arg(path, "path")?)
+    })
+}
+
+/// The user closed the diff view of `path` without deciding: sends
+/// `ide/diffClosed` (the CLI treats it as a rejection).
+/// `QC_NOT_FOUND` when no diff is open for `path`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_diff_closed(
+    c: *mut qc_companion,
+    path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        c.diff_closed(str_arg(path, "path")?)
+    })
+}
+
+/// Sets (or with `cb` NULL removes) the log callback. Lines up to `max_level`
+/// (`QC_LOG_ERROR`..`QC_LOG_TRACE`) are delivered on the callback thread; the
+/// library never prints anything itself. If more than 4096 lines wait, newer
+/// ones are dropped. The previous callback's `user_data` is finalized.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_log_callback(
+    c: *mut qc_companion,
+    cb: qc_log_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    max_level: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let level = match max_level {
+            1 => LogLevel::Error,
+            2 => LogLevel::Warn,
+            3 => LogLevel::Info,
+            4 => LogLevel::Debug,
+            5 => LogLevel::Trace,
+            _ => {
+                return Err(Error::invalid_argument(
+                    "max_level must be QC_LOG_ERROR (1) .. QC_LOG_TRACE (5)",
+                ))
+            }
+        };
+        let ud = UserData::new(user_data, free_user_data);
+        match cb {
+            None => c.set_log_callback(None),
+            Some(f) => c.set_log_callback(Some((
+                Arc::new(move |level: LogLevel, msg: &str| {
+                    let msg = callback_cstring(msg);
+                    // SAFETY: host callback with its own user_data; strings live for the call.
+                    unsafe { f(ud.ptr(), level as u32, msg.as_ptr()) }
+                }),
+                level,
+            ))),
+        }
+        Ok(())
+    })
+}
+
+/// Sets (or with `cb` NULL removes) the open-diff callback. Without one,
+/// `openDiff` answers `isError` ("no diff view"). The previous callback's
+/// `user_data` is finalized.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_open_diff_callback(
+    c: *mut qc_companion,
+    cb: qc_open_diff_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let ud = UserData::new(user_data, free_user_data);
+        match cb {
+            None => c.set_open_diff_callback(None),
+            Some(f) => c.set_open_diff_callback(Some(Arc::new(
+                move |path: &str, content: &str| -> std::result::Result<(), String> {
+                    let cpath = callback_cstring(path);
+                    let mut buf = Vec::with_capacity(content.len() + 1);
+                    buf.extend_from_slice(content.as_bytes());
+                    buf.push(0);
+                    let (code, text) = with_reply(|reply| {
+                        // SAFETY: host callback; arguments live for the call.
+                        unsafe {
+                            f(
+                                ud.ptr(),
+                                cpath.as_ptr(),
+                                buf.as_ptr() as *const c_char,
+                                content.len(),
+                                reply,
+                            )
+                        }
+                    });
+                    if code == 0 {
+                        Ok(())
+                    } else {
+                        Err(text.unwrap_or_else(|| {
+                            format!("the IDE refused to open the diff (code {code})")
+                        }))
+                    }
+                },
+            ))),
+        }
+        Ok(())
+    })
+}
+
+/// Sets (or with `cb` NULL removes) the close-diff callback. Without one,
+/// `closeDiff` answers with the proposed text of that diff. The previous
+/// callback's `user_data` is finalized.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_set_close_diff_callback(
+    c: *mut qc_companion,
+    cb: qc_close_diff_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let ud = UserData::new(user_data, free_user_data);
+        match cb {
+            None => c.set_close_diff_callback(None),
+            Some(f) => c.set_close_diff_callback(Some(Arc::new(
+                move |path: &str| -> std::result::Result<Option<String>, String> {
+                    let cpath = callback_cstring(path);
+                    // SAFETY: host callback; arguments live for the call.
+                    let (code, text) =
+                        with_reply(|reply| unsafe { f(ud.ptr(), cpath.as_ptr(), reply) });
+                    if code == 0 {
+                        Ok(text)
+                    } else {
+                        Err(text.unwrap_or_else(|| {
+                            format!("the IDE could not close the diff (code {code})")
+                        }))
+                    }
+                },
+            ))),
+        }
+        Ok(())
+    })
+}
+
+/// Sets the text of the reply of the diff callback currently running on this
+/// thread: `len` bytes of UTF-8 at `text` (copied). Only valid inside that
+/// callback; elsewhere `QC_REFUSED`. A second call replaces the text.
+#[no_mangle]
+pub unsafe extern "C" fn qc_reply_set_text(
+    reply: *mut qc_reply,
+    text: *const c_char,
+    len: usize,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        if reply.is_null() {
+            return Err(Error::new(Status::NullParameter, "reply is NULL"));
+        }
+        let current = CURRENT_REPLY.with(|c| c.get());
+        if current.is_null() || current != reply as *mut Reply {
+            return Err(Error::new(
+                Status::Refused,
+                "this reply does not belong to a callback running on this thread",
+            ));
+        }
+        let text = text_arg(text, len, "text")?.to_string();
+        // SAFETY: `current` points to the live Reply of the running callback on this thread.
+        unsafe { (*current).text = Some(text) };
+        Ok(())
+    })
+}

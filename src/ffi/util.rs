@@ -1,0 +1,329 @@
+//! Shared FFI plumbing: status constants, the panic boundary, strings, handles.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result, Status};
+
+/// Status code returned by every fallible function (see the `QC_` constants).
+pub type qc_status = u32;
+
+/// Success.
+pub const QC_OK: qc_status = 0;
+/// A required pointer argument was NULL.
+pub const QC_NULL_PARAMETER: qc_status = 1;
+/// A string argument was not valid UTF-8.
+pub const QC_INVALID_UTF8: qc_status = 2;
+/// A JSON argument could not be parsed or had the wrong shape.
+pub const QC_INVALID_JSON: qc_status = 3;
+/// An argument had a value outside its allowed range.
+pub const QC_INVALID_ARGUMENT: qc_status = 4;
+/// The handle was never issued or has been freed.
+pub const QC_INVALID_HANDLE: qc_status = 5;
+/// The operation needs a running object (not started, or already stopped).
+pub const QC_NOT_RUNNING: qc_status = 6;
+/// `start` was called on an object that is already running.
+pub const QC_ALREADY_RUNNING: qc_status = 7;
+/// The named item does not exist (for example no open diff for that path).
+pub const QC_NOT_FOUND: qc_status = 8;
+/// An operating-system I/O operation failed.
+pub const QC_IO: qc_status = 9;
+/// A panic was caught inside the library.
+pub const QC_PANIC: qc_status = 10;
+/// An unexpected internal failure.
+pub const QC_INTERNAL: qc_status = 11;
+/// The call is not allowed here (for example a reply used outside its callback).
+pub const QC_REFUSED: qc_status = 12;
+
+/// The ABI version of this library. Bindings compare `qc_abi_version()` with
+/// the value they were written for and refuse to load on a mismatch.
+pub const QC_ABI_VERSION: u32 = 1;
+
+/// Log level: errors.
+pub const QC_LOG_ERROR: u32 = 1;
+/// Log level: warnings.
+pub const QC_LOG_WARN: u32 = 2;
+/// Log level: informational messages.
+pub const QC_LOG_INFO: u32 = 3;
+/// Log level: debugging detail.
+pub const QC_LOG_DEBUG: u32 = 4;
+/// Log level: very verbose tracing.
+pub const QC_LOG_TRACE: u32 = 5;
+
+/// Called when the library no longer needs a `user_data` pointer given with a
+/// callback (the callback was replaced, or its object freed). Runs once, on
+/// whichever thread drops the last reference (often the callback thread).
+pub type qc_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Converts an owned Rust string into a C string the caller frees with
+/// `qc_string_free` (NUL bytes inside are replaced).
+pub(crate) fn to_c_string(s: impl Into<String>) -> *mut c_char {
+    let s: String = s.into();
+    let c = CString::new(s).unwrap_or_else(|e| {
+        let mut bytes = e.into_vec();
+        bytes.retain(|b| *b != 0);
+        CString::new(bytes).expect("NULs removed")
+    });
+    c.into_raw()
+}
+
+/// Runs `f` behind the panic boundary and reports its error through `error`.
+pub(crate) fn boundary(error: *mut *mut c_char, f: impl FnOnce() -> Result<()>) -> qc_status {
+    if !error.is_null() {
+        // SAFETY: the caller passes a writable `char **` or NULL.
+        unsafe { *error = std::ptr::null_mut() };
+    }
+    let err = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return QC_OK,
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Error::new(Status::Panic, format!("internal panic: {what}"))
+        }
+    };
+    if !error.is_null() {
+        // SAFETY: as above.
+        unsafe { *error = to_c_string(err.message.clone()) };
+    }
+    err.status as qc_status
+}
+
+/// Borrows a required NUL-terminated UTF-8 argument.
+pub(crate) fn str_arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str> {
+    if ptr.is_null() {
+        return Err(Error::new(Status::NullParameter, format!("{name} is NULL")));
+    }
+    // SAFETY: the caller passes a NUL-terminated string valid for the call.
+    unsafe { CStr::from_ptr(ptr) }.to_str().map_err(|e| {
+        Error::new(
+            Status::InvalidUtf8,
+            format!("{name} is not valid UTF-8: {e}"),
+        )
+    })
+}
+
+/// Borrows an optional NUL-terminated UTF-8 argument (NULL = `None`).
+pub(crate) fn opt_str_arg<'a>(ptr: *const c_char, name: &str) -> Result<Option<&'a str>> {
+    if ptr.is_null() {
+        Ok(None)
+    } else {
+        str_arg(ptr, name).map(Some)
+    }
+}
+
+/// Borrows `len` bytes of UTF-8 text at `ptr` (NULL with `len == 0` is empty).
+pub(crate) fn text_arg<'a>(ptr: *const c_char, len: usize, name: &str) -> Result<&'a str> {
+    if ptr.is_null() {
+        if len == 0 {
+            return Ok("");
+        }
+        return Err(Error::new(Status::NullParameter, format!("{name} is NULL")));
+    }
+    if len > isize::MAX as usize {
+        return Err(Error::invalid_argument(format!(
+            "{name} length is too large"
+        )));
+    }
+    // SAFETY: the caller passes `len` readable bytes at `ptr`.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    std::str::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            Status::InvalidUtf8,
+            format!("{name} is not valid UTF-8: {e}"),
+        )
+    })
+}
+
+pub(crate) fn out_arg<T>(ptr: *mut T, name: &str) -> Result<()> {
+    if ptr.is_null() {
+        Err(Error::new(Status::NullParameter, format!("{name} is NULL")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A table of live handles. A handle is an opaque, never-reused number
+/// disguised as a pointer; it is never dereferenced, so any value a host
+/// passes is safe to look up.
+pub(crate) struct HandleTable<T> {
+    items: Mutex<HashMap<usize, Arc<T>>>,
+    next: AtomicUsize,
+}
+
+impl<T> HandleTable<T> {
+    pub(crate) fn new(base: usize) -> Self {
+        HandleTable {
+            items: Mutex::new(HashMap::new()),
+            next: AtomicUsize::new(base),
+        }
+    }
+
+    pub(crate) fn insert(&self, item: T) -> usize {
+        // Step by 16 so handles look like aligned pointers and never repeat.
+        let id = self.next.fetch_add(16, Ordering::Relaxed);
+        self.items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, Arc::new(item));
+        id
+    }
+
+    pub(crate) fn get(&self, id: usize) -> Result<Arc<T>> {
+        if id == 0 {
+            return Err(Error::new(Status::InvalidHandle, "the handle is NULL"));
+        }
+        self.items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::new(Status::InvalidHandle, "unknown or already freed handle"))
+    }
+
+    pub(crate) fn remove(&self, id: usize) -> Option<Arc<T>> {
+        self.items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+    }
+}
+
+/// Host `user_data` with its optional finalizer, run when the last owner drops it.
+pub(crate) struct UserData {
+    ptr: *mut c_void,
+    free: qc_free_fn,
+}
+
+// SAFETY: the API contract says user_data is used from the library's callback
+// thread; the host is responsible for what it points to.
+unsafe impl Send for UserData {}
+unsafe impl Sync for UserData {}
+
+impl UserData {
+    pub(crate) fn new(ptr: *mut c_void, free: qc_free_fn) -> Arc<UserData> {
+        Arc::new(UserData { ptr, free })
+    }
+    pub(crate) fn ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+}
+
+impl Drop for UserData {
+    fn drop(&mut self) {
+        if let Some(free) = self.free {
+            // SAFETY: host-provided finalizer for its own pointer; called once.
+            let _ = catch_unwind(AssertUnwindSafe(|| unsafe { free(self.ptr) }));
+        }
+    }
+}
+
+/// Makes a C string for a callback argument (NULs replaced by U+FFFD is not
+/// possible in C strings, so they are dropped).
+pub(crate) fn callback_cstring(s: &str) -> CString {
+    CString::new(s).unwrap_or_else(|e| {
+        let mut bytes = e.into_vec();
+        bytes.retain(|b| *b != 0);
+        CString::new(bytes).expect("NULs removed")
+    })
+}
+
+/// Returns the library version, e.g. `"0.1.0"`. The string is static: do not free it.
+#[no_mangle]
+pub extern "C" fn qc_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+/// Returns `QC_ABI_VERSION` of the compiled library.
+#[no_mangle]
+pub extern "C" fn qc_abi_version() -> u32 {
+    QC_ABI_VERSION
+}
+
+/// Returns the constant's name for a status code (e.g. `"QC_NOT_FOUND"`), or
+/// `"QC_UNKNOWN"`. The string is static: do not free it.
+#[no_mangle]
+pub extern "C" fn qc_status_name(status: qc_status) -> *const c_char {
+    let name: &'static [u8] = match Status::from_code(status) {
+        Some(Status::Ok) => b"QC_OK\0",
+        Some(Status::NullParameter) => b"QC_NULL_PARAMETER\0",
+        Some(Status::InvalidUtf8) => b"QC_INVALID_UTF8\0",
+        Some(Status::InvalidJson) => b"QC_INVALID_JSON\0",
+        Some(Status::InvalidArgument) => b"QC_INVALID_ARGUMENT\0",
+        Some(Status::InvalidHandle) => b"QC_INVALID_HANDLE\0",
+        Some(Status::NotRunning) => b"QC_NOT_RUNNING\0",
+        Some(Status::AlreadyRunning) => b"QC_ALREADY_RUNNING\0",
+        Some(Status::NotFound) => b"QC_NOT_FOUND\0",
+        Some(Status::Io) => b"QC_IO\0",
+        Some(Status::Panic) => b"QC_PANIC\0",
+        Some(Status::Internal) => b"QC_INTERNAL\0",
+        Some(Status::Refused) => b"QC_REFUSED\0",
+        None => b"QC_UNKNOWN\0",
+    };
+    name.as_ptr() as *const c_char
+}
+
+/// Frees a string returned by this library. NULL is a no-op. Never pass a
+/// string that came from elsewhere, and never free one twice.
+#[no_mangle]
+pub unsafe extern "C" fn qc_string_free(s: *mut c_char) {
+    if s.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `s` came from `CString::into_raw` in this library.
+        drop(unsafe { CString::from_raw(s) })
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_match_status_table() {
+        let pairs = [
+            (QC_OK, Status::Ok),
+            (QC_NULL_PARAMETER, Status::NullParameter),
+            (QC_INVALID_UTF8, Status::InvalidUtf8),
+            (QC_INVALID_JSON, Status::InvalidJson),
+            (QC_INVALID_ARGUMENT, Status::InvalidArgument),
+            (QC_INVALID_HANDLE, Status::InvalidHandle),
+            (QC_NOT_RUNNING, Status::NotRunning),
+            (QC_ALREADY_RUNNING, Status::AlreadyRunning),
+            (QC_NOT_FOUND, Status::NotFound),
+            (QC_IO, Status::Io),
+            (QC_PANIC, Status::Panic),
+            (QC_INTERNAL, Status::Internal),
+            (QC_REFUSED, Status::Refused),
+        ];
+        for (code, status) in pairs {
+            assert_eq!(code, status as u32);
+            let name = unsafe { CStr::from_ptr(qc_status_name(code)) };
+            assert_eq!(name.to_str().unwrap(), status.name());
+        }
+        assert_eq!(
+            unsafe { CStr::from_ptr(qc_status_name(999)) }
+                .to_str()
+                .unwrap(),
+            "QC_UNKNOWN"
+        );
+    }
+
+    #[test]
+    fn boundary_catches_panics() {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let code = boundary(&mut err, || panic!("boom"));
+        assert_eq!(code, QC_PANIC);
+        let msg = unsafe { CStr::from_ptr(err) }.to_str().unwrap().to_string();
+        assert!(msg.contains("boom"));
+        unsafe { qc_string_free(err) };
+    }
+}

@@ -1,0 +1,655 @@
+//! Seed 000: the IDE companion — an MCP server Qwen Code connects to, the lock
+//! file that lets it find the server, the editor context it receives and the
+//! diffs it asks the IDE to show.
+//!
+//! [`Companion`] is the Rust API; `crate::ffi` wraps it for C.
+
+pub mod context;
+pub mod hub;
+pub mod lockfile;
+pub mod server;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::dispatch::Dispatcher;
+use crate::error::{Error, Result, Status};
+use crate::host::{LogFn, LogLevel, Logger, Slot};
+use crate::runtime::{self, RuntimeRef};
+use context::ContextState;
+use hub::{Hub, Notification};
+
+/// Host callback asked to show a diff: `(file_path, new_content)`; `Err(message)` refuses.
+pub type OpenDiffFn = dyn Fn(&str, &str) -> std::result::Result<(), String> + Send + Sync;
+/// Host callback asked to close a diff: returns the final buffer text (or `None`).
+pub type CloseDiffFn = dyn Fn(&str) -> std::result::Result<Option<String>, String> + Send + Sync;
+
+/// Sessions whose stream stayed closed this long are forgotten.
+const SESSION_GRACE: Duration = Duration::from_secs(120);
+const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Companion configuration (the JSON object given to `qc_companion_new`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Absolute workspace root folders.
+    #[serde(default)]
+    pub workspace_roots: Vec<String>,
+    /// Human-readable IDE name (`ideName`, `ideInfo.displayName`).
+    #[serde(default)]
+    pub ide_name: Option<String>,
+    /// Display name for `ideInfo.displayName` (defaults to `ideName`).
+    #[serde(default)]
+    pub ide_display_name: Option<String>,
+    /// Identifier for `ideInfo.name` (defaults to a slug of `ideName`).
+    #[serde(default)]
+    pub ide_id: Option<String>,
+    /// Directory for lock files (default `$QWEN_HOME/ide` or `~/.qwen/ide`).
+    #[serde(default)]
+    pub lock_dir: Option<PathBuf>,
+    /// `ppid` written to the lock file; defaults to this process's pid, which
+    /// lives exactly as long as the IDE hosting the library.
+    #[serde(default)]
+    pub ppid: Option<u32>,
+    /// Initial workspace trust.
+    #[serde(default = "default_true")]
+    pub trusted: bool,
+    /// Trailing debounce of context updates in milliseconds (default 50).
+    #[serde(default)]
+    pub debounce_ms: Option<u64>,
+    /// Longest a context update may be held back by continuous events (default 200).
+    #[serde(default)]
+    pub max_wait_ms: Option<u64>,
+    /// Largest accepted request body in bytes (default 64 MiB).
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workspace_roots: Vec::new(),
+            ide_name: None,
+            ide_display_name: None,
+            ide_id: None,
+            lock_dir: None,
+            ppid: None,
+            trusted: true,
+            debounce_ms: None,
+            max_wait_ms: None,
+            max_body_bytes: None,
+        }
+    }
+}
+
+impl Config {
+    /// Parses the JSON configuration (`None` or empty = defaults).
+    pub fn from_json(json: Option<&str>) -> Result<Config> {
+        match json.map(str::trim) {
+            None | Some("") => Ok(Config::default()),
+            Some(s) => serde_json::from_str(s)
+                .map_err(|e| Error::invalid_json(format!("invalid companion config: {e}"))),
+        }
+    }
+}
+
+/// Validated settings derived from [`Config`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub workspace_roots: Vec<String>,
+    pub ide_name: String,
+    pub ide_display_name: String,
+    pub ide_id: String,
+    pub lock_dir: Option<PathBuf>,
+    pub ppid: u32,
+    pub debounce: Duration,
+    pub max_wait: Duration,
+    pub max_body_bytes: usize,
+}
+
+fn validate_roots(roots: &[String]) -> Result<()> {
+    for r in roots {
+        if r.is_empty() || !Path::new(r).is_absolute() {
+            return Err(Error::invalid_argument(format!(
+                "workspace root {r:?} is not an absolute path"
+            )));
+        }
+        if r.contains('\0') {
+            return Err(Error::invalid_argument("workspace root contains NUL"));
+        }
+    }
+    Ok(())
+}
+
+fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .filter_map(|c| {
+            if c.is_ascii_alphanumeric() {
+                Some(c.to_ascii_lowercase())
+            } else if c == ' ' || c == '-' || c == '_' {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "qwen-companion".into()
+    } else {
+        s
+    }
+}
+
+impl Settings {
+    fn from_config(c: Config) -> Result<Settings> {
+        validate_roots(&c.workspace_roots)?;
+        let ide_name = c
+            .ide_name
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "Qwen Companion".to_string());
+        let ide_display_name = c
+            .ide_display_name
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| ide_name.clone());
+        let ide_id = c
+            .ide_id
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| slug(&ide_name));
+        let debounce = Duration::from_millis(c.debounce_ms.unwrap_or(50));
+        let max_wait = Duration::from_millis(c.max_wait_ms.unwrap_or(200));
+        if debounce > Duration::from_secs(10) || max_wait > Duration::from_secs(60) {
+            return Err(Error::invalid_argument(
+                "debounceMs must be <= 10000 and maxWaitMs <= 60000",
+            ));
+        }
+        Ok(Settings {
+            workspace_roots: c.workspace_roots,
+            ide_name,
+            ide_display_name,
+            ide_id,
+            lock_dir: c.lock_dir,
+            // SAFETY: getpid has no preconditions.
+            ppid: c.ppid.unwrap_or_else(|| unsafe { libc::getpid() } as u32),
+            debounce,
+            max_wait: max_wait.max(debounce),
+            max_body_bytes: c.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES).max(1024),
+        })
+    }
+}
+
+struct OpenDiff {
+    id: u64,
+    proposed: String,
+}
+
+/// What exists only while the server runs.
+struct Running {
+    runtime: Arc<RuntimeRef>,
+    port: u16,
+    token: String,
+    lock_path: PathBuf,
+    lock_dir: PathBuf,
+    cancel: CancellationToken,
+    hub: Arc<Hub>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// Shared state of one companion.
+pub struct Inner {
+    pub(crate) logger: Arc<Logger>,
+    pub(crate) dispatcher: Arc<Dispatcher>,
+    pub(crate) open_diff_cb: Slot<OpenDiffFn>,
+    pub(crate) close_diff_cb: Slot<CloseDiffFn>,
+    settings: Mutex<Settings>,
+    context: Mutex<ContextState>,
+    diffs: Mutex<HashMap<String, OpenDiff>>,
+    next_diff_id: AtomicU64,
+    running: Mutex<Option<Running>>,
+    context_changed: Arc<Notify>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    pub(crate) fn settings(&self) -> Settings {
+        lock(&self.settings).clone()
+    }
+
+    pub(crate) fn diffs_open(&self, path: &str, proposed: String) -> u64 {
+        let id = self.next_diff_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.diffs).insert(path.to_string(), OpenDiff { id, proposed });
+        id
+    }
+
+    pub(crate) fn diffs_forget(&self, path: &str, id: u64) {
+        let mut diffs = lock(&self.diffs);
+        if diffs.get(path).is_some_and(|d| d.id == id) {
+            diffs.remove(path);
+        }
+    }
+
+    pub(crate) fn diffs_take(&self, path: &str) -> Option<String> {
+        lock(&self.diffs).remove(path).map(|d| d.proposed)
+    }
+
+    fn normalized_context(&self) -> Value {
+        let state = lock(&self.context).clone();
+        state.normalized(context::is_real_file)
+    }
+
+    fn hub(&self) -> Option<Arc<Hub>> {
+        lock(&self.running).as_ref().map(|r| r.hub.clone())
+    }
+}
+
+/// An IDE companion: one per IDE window.
+pub struct Companion {
+    inner: Arc<Inner>,
+}
+
+impl Companion {
+    pub fn new(config: Config) -> Result<Companion> {
+        let trusted = config.trusted;
+        let settings = Settings::from_config(config)?;
+        let dispatcher = Arc::new(
+            Dispatcher::new("qc-cb")
+                .map_err(|e| Error::io("cannot start the callback thread", e))?,
+        );
+        Ok(Companion {
+            inner: Arc::new(Inner {
+                logger: Arc::new(Logger::new(dispatcher.clone())),
+                dispatcher,
+                open_diff_cb: Slot::default(),
+                close_diff_cb: Slot::default(),
+                settings: Mutex::new(settings),
+                context: Mutex::new(ContextState::new(trusted)),
+                diffs: Mutex::new(HashMap::new()),
+                next_diff_id: AtomicU64::new(1),
+                running: Mutex::new(None),
+                context_changed: Arc::new(Notify::new()),
+            }),
+        })
+    }
+
+    pub fn set_log_callback(&self, sink: Option<(LogFn, LogLevel)>) {
+        self.inner.logger.set(sink);
+    }
+    pub fn set_open_diff_callback(&self, cb: Option<Arc<OpenDiffFn>>) {
+        self.inner.open_diff_cb.set(cb);
+    }
+    pub fn set_close_diff_callback(&self, cb: Option<Arc<CloseDiffFn>>) {
+        self.inner.close_diff_cb.set(cb);
+    }
+
+    /// True when called on this companion's callback thread.
+    pub fn on_callback_thread(&self) -> bool {
+        self.inner.dispatcher.is_current_thread()
+    }
+
+    fn lock_contents(settings: &Settings, port: u16, token: &str) -> Value {
+        json!({
+            "port": port,
+            "workspacePath": lockfile::workspace_path_value(&settings.workspace_roots),
+            "authToken": token,
+            "ppid": settings.ppid,
+            "ideName": settings.ide_name,
+            "ideInfo": {"name": settings.ide_id, "displayName": settings.ide_display_name},
+        })
+    }
+
+    /// Binds 127.0.0.1 on a free port, serves `/mcp` and writes the lock file.
+    pub fn start(&self) -> Result<()> {
+        let mut running = lock(&self.inner.running);
+        if running.is_some() {
+            return Err(Error::new(
+                Status::AlreadyRunning,
+                "the companion is already running",
+            ));
+        }
+        let settings = self.inner.settings();
+        let lock_dir = lockfile::lock_dir(settings.lock_dir.as_deref())?;
+        let rt = runtime::acquire()?;
+        let mut raw = [0u8; 32];
+        getrandom::fill(&mut raw).map_err(|e| Error::new(Status::Io, format!("OS RNG: {e}")))?;
+        let token = lockfile::hex(&raw);
+
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .map_err(|e| Error::io("bind 127.0.0.1:0", e))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("set_nonblocking", e))?;
+        let port = std_listener
+            .local_addr()
+            .map_err(|e| Error::io("local_addr", e))?
+            .port();
+        let handle = rt.handle().clone();
+        let _enter = handle.enter();
+        let listener = tokio::net::TcpListener::from_std(std_listener)
+            .map_err(|e| Error::io("register listener", e))?;
+
+        let hub = Arc::new(Hub::new(
+            self.inner.normalized_context(),
+            self.inner.logger.clone(),
+            handle.clone(),
+        ));
+        let cancel = CancellationToken::new();
+        let mut session_manager = SessionManagerImpl::default();
+        session_manager.session_config.keep_alive = None;
+        let session_manager = Arc::new(session_manager);
+        let state = Arc::new(server::ServerState {
+            inner: self.inner.clone(),
+            hub: hub.clone(),
+            token: token.clone(),
+            port,
+        });
+        let app = server::router(
+            state,
+            session_manager.clone(),
+            cancel.child_token(),
+            settings.max_body_bytes,
+        );
+        let shutdown = cancel.clone();
+        let logger = self.inner.logger.clone();
+        let server = handle.spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+            {
+                logger.error(|| format!("server stopped: {e}"));
+            }
+        });
+        handle.spawn(debounce_loop(
+            Arc::downgrade(&self.inner),
+            self.inner.context_changed.clone(),
+            cancel.clone(),
+        ));
+        handle.spawn(reap_loop(hub.clone(), session_manager, cancel.clone()));
+
+        let lock_path = match lockfile::write_lock(
+            &lock_dir,
+            port,
+            &Self::lock_contents(&settings, port, &token),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                cancel.cancel();
+                server.abort();
+                return Err(e);
+            }
+        };
+        self.inner.logger.info(|| {
+            format!(
+                "listening on 127.0.0.1:{port}, lock file {}",
+                lock_path.display()
+            )
+        });
+        *running = Some(Running {
+            runtime: rt,
+            port,
+            token,
+            lock_path,
+            lock_dir,
+            cancel,
+            hub,
+            server,
+        });
+        Ok(())
+    }
+
+    /// Stops the server, closes every session and removes the lock file.
+    pub fn stop(&self) -> Result<()> {
+        let Some(r) = lock(&self.inner.running).take() else {
+            return Err(Error::not_running());
+        };
+        r.cancel.cancel();
+        let removed = lockfile::remove_lock(&r.lock_path);
+        r.hub.clear();
+        lock(&self.inner.diffs).clear();
+        if tokio::runtime::Handle::try_current().is_err() {
+            let server = r.server;
+            let _ = r.runtime.handle().block_on(async move {
+                tokio::time::timeout(Duration::from_secs(2), server).await
+            });
+        } else {
+            r.server.abort();
+        }
+        self.inner
+            .logger
+            .info(|| format!("stopped (port {})", r.port));
+        drop(r.runtime);
+        removed
+    }
+
+    pub fn is_running(&self) -> bool {
+        lock(&self.inner.running).is_some()
+    }
+
+    pub fn port(&self) -> Result<u16> {
+        lock(&self.inner.running)
+            .as_ref()
+            .map(|r| r.port)
+            .ok_or_else(Error::not_running)
+    }
+
+    pub fn lock_file_path(&self) -> Result<PathBuf> {
+        lock(&self.inner.running)
+            .as_ref()
+            .map(|r| r.lock_path.clone())
+            .ok_or_else(Error::not_running)
+    }
+
+    /// The bearer token clients must present (also in the lock file).
+    pub fn auth_token(&self) -> Result<String> {
+        lock(&self.inner.running)
+            .as_ref()
+            .map(|r| r.token.clone())
+            .ok_or_else(Error::not_running)
+    }
+
+    /// Number of clients currently able to receive notifications.
+    pub fn connected_clients(&self) -> usize {
+        self.inner.hub().map(|h| h.active_sessions()).unwrap_or(0)
+    }
+
+    /// Variables the host must set in its integrated terminals.
+    pub fn terminal_env(&self) -> Result<Value> {
+        let port = self.port()?;
+        let settings = self.inner.settings();
+        Ok(json!({
+            "QWEN_CODE_IDE_SERVER_PORT": port.to_string(),
+            "QWEN_CODE_IDE_WORKSPACE_PATH": lockfile::workspace_path_value(&settings.workspace_roots),
+        }))
+    }
+
+    /// Replaces the workspace roots; rewrites the lock file when running.
+    pub fn set_workspace_roots(&self, roots: Vec<String>) -> Result<()> {
+        validate_roots(&roots)?;
+        lock(&self.inner.settings).workspace_roots = roots;
+        let running = lock(&self.inner.running);
+        if let Some(r) = running.as_ref() {
+            let settings = self.inner.settings();
+            lockfile::write_lock(
+                &r.lock_dir,
+                r.port,
+                &Self::lock_contents(&settings, r.port, &r.token),
+            )?;
+            self.inner
+                .logger
+                .info(|| "workspace roots changed, lock file rewritten".into());
+        }
+        Ok(())
+    }
+
+    fn update_context(&self, f: impl FnOnce(&mut ContextState) -> Result<()>) -> Result<()> {
+        f(&mut lock(&self.inner.context))?;
+        self.inner.context_changed.notify_one();
+        Ok(())
+    }
+
+    pub fn file_opened(&self, path: &str) -> Result<()> {
+        self.update_context(|c| {
+            c.opened(path);
+            Ok(())
+        })
+    }
+    pub fn file_focused(&self, path: &str) -> Result<()> {
+        self.update_context(|c| {
+            c.focused(path);
+            Ok(())
+        })
+    }
+    pub fn file_closed(&self, path: &str) -> Result<()> {
+        self.update_context(|c| {
+            c.closed(path);
+            Ok(())
+        })
+    }
+    pub fn file_renamed(&self, old: &str, new: &str) -> Result<()> {
+        self.update_context(|c| {
+            c.renamed(old, new);
+            Ok(())
+        })
+    }
+    pub fn set_cursor(&self, path: Option<&str>, line: u32, character: u32) -> Result<()> {
+        self.update_context(|c| c.set_cursor(path, line, character))
+    }
+    pub fn set_selection(&self, path: Option<&str>, text: Option<&str>) -> Result<()> {
+        self.update_context(|c| c.set_selection(path, text))
+    }
+    pub fn set_trusted(&self, trusted: bool) -> Result<()> {
+        self.update_context(|c| {
+            c.set_trusted(trusted);
+            Ok(())
+        })
+    }
+    pub fn set_context_json(&self, json: &str) -> Result<()> {
+        self.update_context(|c| c.replace_from_json(json))
+    }
+
+    /// The normalised context, as it is (or will be) sent to clients.
+    pub fn context(&self) -> Value {
+        self.inner.normalized_context()
+    }
+
+    fn finish_diff(&self, path: &str, method: &'static str, params: Value) -> Result<()> {
+        let hub = self.inner.hub().ok_or_else(Error::not_running)?;
+        if self.inner.diffs_take(path).is_none() {
+            return Err(Error::new(
+                Status::NotFound,
+                format!("no open diff for {path:?}"),
+            ));
+        }
+        hub.broadcast(Notification { method, params });
+        self.inner.logger.info(|| format!("{method} for {path}"));
+        Ok(())
+    }
+
+    /// The user accepted the diff; `content` is the final text (`None` = as proposed).
+    pub fn diff_accept(&self, path: &str, content: Option<&str>) -> Result<()> {
+        let content = match content {
+            Some(c) => c.to_string(),
+            None => lock(&self.inner.diffs)
+                .get(path)
+                .map(|d| d.proposed.clone())
+                .ok_or_else(|| {
+                    Error::new(Status::NotFound, format!("no open diff for {path:?}"))
+                })?,
+        };
+        self.finish_diff(
+            path,
+            "ide/diffAccepted",
+            json!({"filePath": path, "content": content}),
+        )
+    }
+
+    /// The user rejected the diff.
+    pub fn diff_reject(&self, path: &str) -> Result<()> {
+        self.finish_diff(path, "ide/diffRejected", json!({"filePath": path}))
+    }
+
+    /// The user closed the diff view without deciding (the CLI treats it as rejected).
+    pub fn diff_closed(&self, path: &str) -> Result<()> {
+        self.finish_diff(path, "ide/diffClosed", json!({"filePath": path}))
+    }
+}
+
+impl Drop for Companion {
+    fn drop(&mut self) {
+        let _ = self.stop();
+        self.inner.open_diff_cb.set(None);
+        self.inner.close_diff_cb.set(None);
+        self.inner.logger.set(None);
+        self.inner.dispatcher.shutdown();
+    }
+}
+
+type SessionManagerImpl =
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+/// Sends one `ide/contextUpdate` after `debounce` of quiet, or after
+/// `max_wait` of continuous events (so steady cursor motion cannot starve it).
+async fn debounce_loop(
+    inner: std::sync::Weak<Inner>,
+    changed: Arc<Notify>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = cancel.cancelled() => return,
+        }
+        let Some((debounce, max_wait)) = inner.upgrade().map(|i| {
+            let s = i.settings();
+            (s.debounce, s.max_wait)
+        }) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + max_wait;
+        loop {
+            tokio::select! {
+                _ = changed.notified() => {
+                    if tokio::time::Instant::now() >= deadline { break; }
+                }
+                _ = tokio::time::sleep(debounce) => break,
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = cancel.cancelled() => return,
+            }
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        let value = inner.normalized_context();
+        if let Some(hub) = inner.hub() {
+            if hub.publish_context(value) {
+                inner.logger.debug(|| "context update sent".into());
+            }
+        }
+    }
+}
+
+async fn reap_loop(hub: Arc<Hub>, sessions: Arc<SessionManagerImpl>, cancel: CancellationToken) {
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = cancel.cancelled() => return,
+        }
+        for sid in hub.reap(SESSION_GRACE) {
+            let _ = sessions.close_session(&sid.as_str().into()).await;
+        }
+    }
+}

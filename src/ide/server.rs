@@ -1,0 +1,394 @@
+//! The MCP server: rmcp's streamable-HTTP service behind an axum router with
+//! the companion's security checks, plus the `openDiff`/`closeDiff` tools.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use futures_util::StreamExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::{Hub, Notification};
+use super::Inner;
+
+/// How long a host callback may take to answer openDiff/closeDiff.
+const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+/// SSE keep-alive on every stream (the CLI gives up after 300 s of silence).
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Per-server state shared by the HTTP guard and the MCP handler.
+pub struct ServerState {
+    pub inner: Arc<Inner>,
+    pub hub: Arc<Hub>,
+    pub token: String,
+    pub port: u16,
+}
+
+/// Builds the axum app: `/mcp` (rmcp) behind the guard, 404 elsewhere.
+pub fn router(
+    state: Arc<ServerState>,
+    sessions: Arc<LocalSessionManager>,
+    cancel: CancellationToken,
+    max_body_bytes: usize,
+) -> Router {
+    let handler_state = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_cancellation_token(cancel)
+        .with_max_request_body_bytes(max_body_bytes)
+        // Host and Origin are checked by `guard` with the official companion's rules.
+        .disable_allowed_hosts();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(IdeMcp {
+                state: handler_state.clone(),
+            })
+        },
+        sessions,
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .fallback(|| async { (StatusCode::NOT_FOUND, "Not Found") })
+        .layer(axum::middleware::from_fn_with_state(state, guard))
+}
+
+fn reject(status: StatusCode, message: &'static str) -> Response {
+    (status, message).into_response()
+}
+
+/// True when `auth` is exactly `Bearer <token>` (compared in constant time).
+pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return false;
+    };
+    let bytes = value.as_bytes();
+    let Some(presented) = bytes.strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    presented.ct_eq(token.as_bytes()).into()
+}
+
+/// The Host values the official companion accepts.
+pub fn host_allowed(headers: &HeaderMap, port: u16) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let Some((name, p)) = host.rsplit_once(':') else {
+        return false;
+    };
+    p.parse::<u16>().ok() == Some(port)
+        && matches!(
+            name.to_ascii_lowercase().as_str(),
+            "localhost" | "127.0.0.1" | "host.docker.internal"
+        )
+}
+
+/// Checks every request: no `Origin` (browsers), an allowed `Host` (DNS
+/// rebinding), the bearer token; then watches GET streams so the hub knows
+/// when a session can receive notifications.
+async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    if headers.contains_key(header::ORIGIN) {
+        state
+            .inner
+            .logger
+            .warn(|| "refused a request with an Origin header".into());
+        return reject(StatusCode::FORBIDDEN, "Forbidden: Origin not allowed");
+    }
+    if !host_allowed(headers, state.port) {
+        state
+            .inner
+            .logger
+            .warn(|| "refused a request with a bad Host header".into());
+        return reject(StatusCode::FORBIDDEN, "Forbidden: invalid Host");
+    }
+    if !bearer_matches(headers, &state.token) {
+        state
+            .inner
+            .logger
+            .warn(|| "refused a request without the right bearer token".into());
+        return reject(StatusCode::UNAUTHORIZED, "Unauthorized");
+    }
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > state.inner.settings().max_body_bytes {
+            return reject(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+        }
+    }
+    let stream_session = (req.method() == Method::GET && req.uri().path() == "/mcp")
+        .then(|| {
+            headers
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .flatten();
+    let response = next.run(req).await;
+    let Some(session_id) = stream_session else {
+        return response;
+    };
+    let is_stream = response.status() == StatusCode::OK
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_stream {
+        return response;
+    }
+    let generation = state.hub.stream_opened(&session_id);
+    let closed = StreamClosed {
+        hub: Arc::downgrade(&state.hub),
+        session_id,
+        generation,
+    };
+    let (parts, body) = response.into_parts();
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _ = &closed;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
+/// Tells the hub when a GET stream's body is dropped (client gone or server stopping).
+struct StreamClosed {
+    hub: std::sync::Weak<Hub>,
+    session_id: String,
+    generation: u64,
+}
+
+impl Drop for StreamClosed {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.stream_closed(&self.session_id, self.generation);
+        }
+    }
+}
+
+#[derive(Clone)]
+struct IdeMcp {
+    state: Arc<ServerState>,
+}
+
+fn schema(v: Value) -> Arc<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+/// The two tools with their schemas and annotations. Both only act on the
+/// IDE's views (never on files), and repeating a call with the same
+/// arguments leaves the same state, so they are idempotent and not
+/// destructive; the CLI may safely re-run them after a lost connection.
+pub fn tools() -> Vec<Tool> {
+    let open = Tool::new(
+        "openDiff",
+        "Open a diff view in the IDE comparing the file with proposed new content. \
+         Returns at once; the user's decision arrives as ide/diffAccepted or ide/diffRejected.",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "description": "Absolute path of the file to diff."},
+                "newContent": {"type": "string", "description": "Proposed new content of the file."}
+            },
+            "required": ["filePath", "newContent"],
+            "additionalProperties": false
+        })),
+    )
+    .with_annotations(
+        ToolAnnotations::with_title("Open diff in IDE")
+            .read_only(false)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    );
+    let close = Tool::new(
+        "closeDiff",
+        "Close the IDE's diff view for a file and return its final content as JSON {\"content\": string|null}.",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "description": "Absolute path of the file whose diff to close."},
+                "suppressNotification": {"type": "boolean", "description": "Do not send ide/diffClosed."}
+            },
+            "required": ["filePath"],
+            "additionalProperties": false
+        })),
+    )
+    .with_annotations(
+        ToolAnnotations::with_title("Close diff in IDE")
+            .read_only(false)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    );
+    vec![open, close]
+}
+
+fn tool_error(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+fn arg_path(args: &Map<String, Value>) -> Result<String, CallToolResult> {
+    match args.get("filePath") {
+        Some(Value::String(p)) if p.contains('\0') => {
+            Err(tool_error("filePath contains a NUL character"))
+        }
+        Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => Ok(p.clone()),
+        Some(Value::String(p)) => Err(tool_error(format!(
+            "filePath must be an absolute path, got {p:?}"
+        ))),
+        _ => Err(tool_error("filePath (string) is required")),
+    }
+}
+
+impl IdeMcp {
+    async fn open_diff(&self, args: Map<String, Value>) -> CallToolResult {
+        let path = match arg_path(&args) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let Some(Value::String(new_content)) = args.get("newContent") else {
+            return tool_error("newContent (string) is required");
+        };
+        let inner = &self.state.inner;
+        let Some(callback) = inner.open_diff_cb.get() else {
+            return tool_error("this IDE has no diff view (no open-diff callback is set)");
+        };
+        let id = inner.diffs_open(&path, new_content.clone());
+        let (p, c) = (path.clone(), new_content.clone());
+        let answer = inner.dispatcher.call(move || callback(&p, &c));
+        let outcome = match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(message))) => Err(message),
+            Ok(Err(_)) => Err("the companion is shutting down".to_string()),
+            Err(_) => Err("the IDE did not answer within 30 s".to_string()),
+        };
+        match outcome {
+            Ok(()) => {
+                inner.logger.info(|| format!("diff opened for {path}"));
+                CallToolResult::success(vec![])
+            }
+            Err(message) => {
+                inner.diffs_forget(&path, id);
+                inner
+                    .logger
+                    .warn(|| format!("openDiff for {path} failed: {message}"));
+                tool_error(message)
+            }
+        }
+    }
+
+    async fn close_diff(&self, args: Map<String, Value>) -> CallToolResult {
+        let path = match arg_path(&args) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let suppress = matches!(args.get("suppressNotification"), Some(Value::Bool(true)));
+        let inner = &self.state.inner;
+        let Some(proposed) = inner.diffs_take(&path) else {
+            return CallToolResult::success(vec![ContentBlock::text(
+                json!({"content": null}).to_string(),
+            )]);
+        };
+        let content = match inner.close_diff_cb.get() {
+            None => Some(proposed),
+            Some(callback) => {
+                let p = path.clone();
+                let answer = inner.dispatcher.call(move || callback(&p));
+                match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
+                    Ok(Ok(Ok(text))) => text,
+                    Ok(Ok(Err(message))) => return tool_error(message),
+                    Ok(Err(_)) => return tool_error("the companion is shutting down"),
+                    Err(_) => return tool_error("the IDE did not answer within 30 s"),
+                }
+            }
+        };
+        if !suppress {
+            self.state.hub.broadcast(Notification {
+                method: "ide/diffClosed",
+                params: json!({"filePath": path, "content": content}),
+            });
+        }
+        inner
+            .logger
+            .info(|| format!("diff closed for {path} by the CLI"));
+        CallToolResult::success(vec![ContentBlock::text(
+            json!({"content": content}).to_string(),
+        )])
+    }
+}
+
+impl ServerHandler for IdeMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new("qwen-companion", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            "openDiff" => self.open_diff(args).await,
+            "closeDiff" => self.close_diff(args).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("unknown tool {other:?}"),
+                    None,
+                ))
+            }
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let session_id = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get(SESSION_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match session_id {
+            Some(sid) => self.state.hub.peer_initialized(&sid, context.peer.clone()),
+            None => self
+                .state
+                .inner
+                .logger
+                .warn(|| "initialized notification without a session id".into()),
+        }
+    }
+}

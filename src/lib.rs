@@ -1,0 +1,11 @@
+//! qwen-companion: a native library (C ABI) that makes any editor a Qwen Code
+//! companion. See README.md for the C API conventions.
+
+pub mod dispatch;
+pub mod error;
+pub mod ffi;
+pub mod host;
+pub mod ide;
+pub mod runtime;
+
+pub use error::{Error, Result, Status};
