@@ -94,7 +94,8 @@ fn with_reply(f: impl FnOnce(*mut qc_reply) -> i32) -> (i32, Option<String>) {
 /// `ideId` (the lock file's `ideInfo.name`), `lockDir` (default
 /// `$QWEN_HOME/ide`, else `~/.qwen/ide`), `ppid` (default: this process, which
 /// lives as long as the IDE), `trusted` (default true), `debounceMs` (50),
-/// `maxWaitMs` (200), `maxBodyBytes` (64 MiB).
+/// `maxWaitMs` (200), `maxBodyBytes` (64 MiB), `keepAliveMs` (15000, SSE
+/// keep-alive interval, at most 30000).
 /// On success `*out` receives a handle owned by the caller: release it with
 /// `qc_companion_free`. Starts the companion's callback thread.
 #[no_mangle]

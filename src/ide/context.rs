@@ -35,6 +35,8 @@ struct FileEntry {
 /// The host's editor state.
 #[derive(Debug, Clone)]
 pub struct ContextState {
+    /// Bumped on every change; orders snapshots of the state.
+    pub version: u64,
     files: Vec<FileEntry>,
     active: Option<String>,
     trusted: bool,
@@ -109,6 +111,7 @@ struct WireCursor {
 impl ContextState {
     pub fn new(trusted: bool) -> ContextState {
         ContextState {
+            version: 0,
             files: Vec::new(),
             active: None,
             trusted,
@@ -322,7 +325,7 @@ impl ContextState {
     /// files on disk (absolute paths to regular files).
     pub fn normalized(&self, keep: impl Fn(&str) -> bool) -> Value {
         let mut files: Vec<&FileEntry> = self.files.iter().filter(|f| keep(&f.path)).collect();
-        files.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+        files.sort_by_key(|f| std::cmp::Reverse(f.timestamp));
         files.truncate(MAX_OPEN_FILES);
         let open: Vec<Value> = files
             .iter()

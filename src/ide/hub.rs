@@ -27,7 +27,30 @@ const MAX_PENDING: usize = 32;
 pub struct Notification {
     pub method: &'static str,
     pub params: Value,
+    /// For context updates: the version of the editor state they show. A
+    /// session never receives an older context after a newer one.
+    pub context_version: Option<u64>,
 }
+
+impl Notification {
+    pub fn new(method: &'static str, params: Value) -> Notification {
+        Notification {
+            method,
+            params,
+            context_version: None,
+        }
+    }
+    fn context(version: u64, params: Value) -> Notification {
+        Notification {
+            method: "ide/contextUpdate",
+            params,
+            context_version: Some(version),
+        }
+    }
+}
+
+/// Produces the current context and its version.
+pub type ContextSource = Box<dyn Fn() -> Option<(u64, Value)> + Send + Sync>;
 
 struct Session {
     peer: Option<Peer<RoleServer>>,
@@ -53,20 +76,23 @@ impl Session {
 
 pub struct Hub {
     sessions: Mutex<HashMap<String, Session>>,
-    last_context: Mutex<Value>,
+    last_context: Mutex<(u64, Value)>,
+    context_source: ContextSource,
     logger: Arc<Logger>,
     runtime: tokio::runtime::Handle,
 }
 
 impl Hub {
     pub fn new(
-        initial_context: Value,
+        context_source: ContextSource,
         logger: Arc<Logger>,
         runtime: tokio::runtime::Handle,
     ) -> Hub {
+        let initial = context_source().unwrap_or((0, Value::Null));
         Hub {
             sessions: Mutex::new(HashMap::new()),
-            last_context: Mutex::new(initial_context),
+            last_context: Mutex::new(initial),
+            context_source,
             logger,
             runtime,
         }
@@ -78,16 +104,18 @@ impl Hub {
 
     /// The handshake of `session_id` finished.
     pub fn peer_initialized(&self, session_id: &str, peer: Peer<RoleServer>) {
+        let fresh = (self.context_source)();
         let mut sessions = self.lock();
         let s = sessions
             .entry(session_id.to_string())
             .or_insert_with(Session::new);
         s.peer = Some(peer);
-        self.activate(session_id, s);
+        self.activate(session_id, s, fresh);
     }
 
     /// The client opened its GET stream; returns the stream's generation.
     pub fn stream_opened(&self, session_id: &str) -> u64 {
+        let fresh = (self.context_source)();
         let mut sessions = self.lock();
         let s = sessions
             .entry(session_id.to_string())
@@ -96,7 +124,7 @@ impl Hub {
         s.stream_open = true;
         s.tx = None; // a new stream gets a fresh sender and the current context
         let generation = s.stream_generation;
-        self.activate(session_id, s);
+        self.activate(session_id, s, fresh);
         generation
     }
 
@@ -114,21 +142,25 @@ impl Hub {
         }
     }
 
-    fn activate(&self, session_id: &str, s: &mut Session) {
+    /// Starts sending to a session that has both a peer and a stream. Its first
+    /// notification is the freshest context known (`fresh` was computed just
+    /// before the sessions lock was taken).
+    fn activate(&self, session_id: &str, s: &mut Session, fresh: Option<(u64, Value)>) {
         if s.tx.is_some() || !s.stream_open {
             return;
         }
         let Some(peer) = s.peer.clone() else { return };
         let (tx, rx) = mpsc::unbounded_channel();
-        let context = self
+        let last = self
             .last_context
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let _ = tx.send(Notification {
-            method: "ide/contextUpdate",
-            params: context,
-        });
+        let (version, context) = match fresh {
+            Some(f) if f.0 >= last.0 => f,
+            _ => last,
+        };
+        let _ = tx.send(Notification::context(version, context));
         for n in s.pending.drain(..) {
             let _ = tx.send(n);
         }
@@ -139,7 +171,14 @@ impl Hub {
         let sid = session_id.to_string();
         self.runtime.spawn(async move {
             let mut rx = rx;
+            let mut sent_version: Option<u64> = None;
             while let Some(n) = rx.recv().await {
+                if let Some(v) = n.context_version {
+                    if sent_version.is_some_and(|sent| v <= sent) {
+                        continue; // never resend or go back to an older editor state
+                    }
+                    sent_version = Some(v);
+                }
                 let note = CustomNotification::new(n.method, Some(n.params));
                 if let Err(e) = peer
                     .send_notification(ServerNotification::CustomNotification(note))
@@ -169,22 +208,24 @@ impl Hub {
         }
     }
 
-    /// Publishes a new context; returns false when it equals the last one.
-    pub fn publish_context(&self, context: Value) -> bool {
+    /// Publishes the context of state `version`; returns false when it is
+    /// older than, or equal to, the last one published.
+    pub fn publish_context(&self, version: u64, context: Value) -> bool {
         let mut sessions = self.lock();
         {
             let mut last = self.last_context.lock().unwrap_or_else(|p| p.into_inner());
-            if *last == context {
+            if version < last.0 {
                 return false;
             }
-            *last = context.clone();
+            if last.1 == context {
+                last.0 = version;
+                return false;
+            }
+            *last = (version, context.clone());
         }
         for s in sessions.values_mut() {
             if let Some(tx) = &s.tx {
-                let _ = tx.send(Notification {
-                    method: "ide/contextUpdate",
-                    params: context.clone(),
-                });
+                let _ = tx.send(Notification::context(version, context.clone()));
             }
         }
         true

@@ -71,6 +71,10 @@ pub struct Config {
     /// Largest accepted request body in bytes (default 64 MiB).
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    /// Interval of SSE keep-alive comments on every stream, in milliseconds
+    /// (default 15000, at most 30000: the CLI drops a stream silent for 300 s).
+    #[serde(default)]
+    pub keep_alive_ms: Option<u64>,
 }
 
 fn default_true() -> bool {
@@ -90,6 +94,7 @@ impl Default for Config {
             debounce_ms: None,
             max_wait_ms: None,
             max_body_bytes: None,
+            keep_alive_ms: None,
         }
     }
 }
@@ -117,6 +122,7 @@ pub struct Settings {
     pub debounce: Duration,
     pub max_wait: Duration,
     pub max_body_bytes: usize,
+    pub keep_alive: Duration,
 }
 
 fn validate_roots(roots: &[String]) -> Result<()> {
@@ -175,7 +181,14 @@ impl Settings {
                 "debounceMs must be <= 10000 and maxWaitMs <= 60000",
             ));
         }
+        let keep_alive = Duration::from_millis(c.keep_alive_ms.unwrap_or(15_000));
+        if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
+            return Err(Error::invalid_argument(
+                "keepAliveMs must be between 10 and 30000",
+            ));
+        }
         Ok(Settings {
+            keep_alive,
             workspace_roots: c.workspace_roots,
             ide_name,
             ide_display_name,
@@ -247,9 +260,10 @@ impl Inner {
         lock(&self.diffs).remove(path).map(|d| d.proposed)
     }
 
-    fn normalized_context(&self) -> Value {
+    /// The context as clients get it, with the state version it shows.
+    fn normalized_context(&self) -> (u64, Value) {
         let state = lock(&self.context).clone();
-        state.normalized(context::is_real_file)
+        (state.version, state.normalized(context::is_real_file))
     }
 
     fn hub(&self) -> Option<Arc<Hub>> {
@@ -342,8 +356,9 @@ impl Companion {
         let listener = tokio::net::TcpListener::from_std(std_listener)
             .map_err(|e| Error::io("register listener", e))?;
 
+        let source = Arc::downgrade(&self.inner);
         let hub = Arc::new(Hub::new(
-            self.inner.normalized_context(),
+            Box::new(move || source.upgrade().map(|i| i.normalized_context())),
             self.inner.logger.clone(),
             handle.clone(),
         ));
@@ -362,6 +377,7 @@ impl Companion {
             session_manager.clone(),
             cancel.child_token(),
             settings.max_body_bytes,
+            settings.keep_alive,
         );
         let shutdown = cancel.clone();
         let logger = self.inner.logger.clone();
@@ -496,7 +512,11 @@ impl Companion {
     }
 
     fn update_context(&self, f: impl FnOnce(&mut ContextState) -> Result<()>) -> Result<()> {
-        f(&mut lock(&self.inner.context))?;
+        {
+            let mut state = lock(&self.inner.context);
+            f(&mut state)?;
+            state.version += 1;
+        }
         self.inner.context_changed.notify_one();
         Ok(())
     }
@@ -543,7 +563,7 @@ impl Companion {
 
     /// The normalised context, as it is (or will be) sent to clients.
     pub fn context(&self) -> Value {
-        self.inner.normalized_context()
+        self.inner.normalized_context().1
     }
 
     fn finish_diff(&self, path: &str, method: &'static str, params: Value) -> Result<()> {
@@ -554,13 +574,16 @@ impl Companion {
                 format!("no open diff for {path:?}"),
             ));
         }
-        hub.broadcast(Notification { method, params });
+        hub.broadcast(Notification::new(method, params));
         self.inner.logger.info(|| format!("{method} for {path}"));
         Ok(())
     }
 
     /// The user accepted the diff; `content` is the final text (`None` = as proposed).
     pub fn diff_accept(&self, path: &str, content: Option<&str>) -> Result<()> {
+        if !self.is_running() {
+            return Err(Error::not_running());
+        }
         let content = match content {
             Some(c) => c.to_string(),
             None => lock(&self.inner.diffs)
@@ -631,9 +654,9 @@ async fn debounce_loop(
             }
         }
         let Some(inner) = inner.upgrade() else { return };
-        let value = inner.normalized_context();
+        let (version, value) = inner.normalized_context();
         if let Some(hub) = inner.hub() {
-            if hub.publish_context(value) {
+            if hub.publish_context(version, value) {
                 inner.logger.debug(|| "context update sent".into());
             }
         }

@@ -29,8 +29,6 @@ use super::Inner;
 
 /// How long a host callback may take to answer openDiff/closeDiff.
 const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
-/// SSE keep-alive on every stream (the CLI gives up after 300 s of silence).
-pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Per-server state shared by the HTTP guard and the MCP handler.
@@ -47,10 +45,11 @@ pub fn router(
     sessions: Arc<LocalSessionManager>,
     cancel: CancellationToken,
     max_body_bytes: usize,
+    keep_alive: Duration,
 ) -> Router {
     let handler_state = state.clone();
     let config = StreamableHttpServerConfig::default()
-        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_sse_keep_alive(Some(keep_alive))
         .with_cancellation_token(cancel)
         .with_max_request_body_bytes(max_body_bytes)
         // Host and Origin are checked by `guard` with the official companion's rules.
@@ -327,10 +326,10 @@ impl IdeMcp {
             }
         };
         if !suppress {
-            self.state.hub.broadcast(Notification {
-                method: "ide/diffClosed",
-                params: json!({"filePath": path, "content": content}),
-            });
+            self.state.hub.broadcast(Notification::new(
+                "ide/diffClosed",
+                json!({"filePath": path, "content": content}),
+            ));
         }
         inner
             .logger
