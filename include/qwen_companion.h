@@ -242,6 +242,25 @@ qc_status qc_companion_set_workspace_roots_json(qc_companion *c,
                                                 char **error);
 
 /**
+ * The editor opened `path` (borrowed). Paths that are not absolute paths to
+ * regular files on disk are kept but never sent (checked at each update).
+ * Updates are sent to clients after the debounce; the call never blocks.
+ */
+qc_status qc_companion_file_opened(qc_companion *c, const char *path, char **error);
+
+/**
+ * `path` (borrowed) got the focus: it becomes the active file (cursor and
+ * selection belong to it from now on). Like every event, it is sent after
+ * the debounce, only if `path` is a regular file on disk.
+ */
+qc_status qc_companion_file_focused(qc_companion *c, const char *path, char **error);
+
+/**
+ * The editor closed `path` (borrowed).
+ */
+qc_status qc_companion_file_closed(qc_companion *c, const char *path, char **error);
+
+/**
  * The file `old_path` was renamed to `new_path` (both borrowed).
  */
 qc_status qc_companion_file_renamed(qc_companion *c,

@@ -705,15 +705,3 @@ fn stop_with_connected_client() {
         }
     );
 }
-
-#[test]
-fn qwen_home_moves_lock_dir() {
-    // Only this test touches the environment.
-    let home = TempDir::new("qh");
-    std::env::set_var("QWEN_HOME", home.path());
-    let dir = qwen_companion::ide::lockfile::lock_dir(None).unwrap();
-    std::env::remove_var("QWEN_HOME");
-    assert_eq!(dir, home.path().join("ide"));
-    let dir = qwen_companion::ide::lockfile::lock_dir(None).unwrap();
-    assert!(dir.ends_with(".qwen/ide"));
-}

@@ -228,41 +228,39 @@ pub unsafe extern "C" fn qc_companion_set_workspace_roots_json(
     })
 }
 
-macro_rules! path_event {
-    ($(#[$doc:meta])* $name:ident, $method:ident) => {
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            c: *mut qc_companion,
-            path: *const c_char,
-            error: *mut *mut c_char,
-        ) -> qc_status {
-            boundary(error, || {
-                let c = companion(c)?;
-                c.$method(str_arg(path, "path")?)
-            })
-        }
-    };
+/// The editor opened `path` (borrowed). Paths that are not absolute paths to
+/// regular files on disk are kept but never sent (checked at each update).
+/// Updates are sent to clients after the debounce; the call never blocks.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_file_opened(
+    c: *mut qc_companion,
+    path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.file_opened(str_arg(path, "path")?))
 }
 
-path_event!(
-    /// The editor opened `path` (borrowed). Paths that are not absolute paths to
-    /// regular files on disk are kept but never sent (checked at each update).
-    /// Updates are sent to clients after the debounce; the call never blocks.
-    qc_companion_file_opened,
-    file_opened
-);
-path_event!(
-    /// `path` got the focus: it becomes the active file (cursor and selection
-    /// belong to it from now on).
-    qc_companion_file_focused,
-    file_focused
-);
-path_event!(
-    /// The editor closed `path`.
-    qc_companion_file_closed,
-    file_closed
-);
+/// `path` (borrowed) got the focus: it becomes the active file (cursor and
+/// selection belong to it from now on). Like every event, it is sent after
+/// the debounce, only if `path` is a regular file on disk.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_file_focused(
+    c: *mut qc_companion,
+    path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.file_focused(str_arg(path, "path")?))
+}
+
+/// The editor closed `path` (borrowed).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_file_closed(
+    c: *mut qc_companion,
+    path: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || companion(c)?.file_closed(str_arg(path, "path")?))
+}
 
 /// The file `old_path` was renamed to `new_path` (both borrowed).
 #[no_mangle]

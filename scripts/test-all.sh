@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every test of the project, installing on a fresh machine what it needs.
+#   bash scripts/test-all.sh
+# Suites: Rust (fmt, clippy, unit/integration/header tests), the C demo and
+# ABI tests under ASan, the Python binding + Sublime plugin (pytest, with the
+# official MCP Python SDK), the Kotlin/JNA binding, and the real Qwen Code CLI
+# end-to-end tests. Every suite runs even if an earlier one fails; the script
+# exits non-zero if any failed.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export CARGO_TERM_COLOR=never
+
+need=()
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v kotlinc >/dev/null 2>&1 || need+=(kotlin)
+[ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null \
+    || echo "!! apt-get install failed"
+fi
+
+passed=0; failed=0; failures=()
+suite() {
+  local name=$1; shift
+  echo
+  echo "== $name: $*"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed+1)); echo "== $name: ok ($((SECONDS-t0)) s)"
+  else
+    failed=$((failed+1)); failures+=("$name"); echo "== $name: FAILED ($((SECONDS-t0)) s)"
+  fi
+}
+
+suite rust-fmt cargo fmt --all -- --check
+suite rust-clippy cargo clippy --all-targets --locked -- -D warnings
+suite rust-tests cargo test --locked
+suite rust-release-build cargo build --release --locked
+suite c-demo bash tests/c/run_demo_asan.sh
+suite python bash tests/python/run.sh
+suite kotlin bash bindings/kotlin/run-tests.sh
+suite e2e-real-cli bash tests/e2e/run_e2e.sh
+
+echo
+if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
+echo "suites: $passed passed, $failed failed"
+[ $failed -eq 0 ]
