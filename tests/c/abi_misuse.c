@@ -1,0 +1,466 @@
+/*
+ * abi_misuse — the FFI misuse matrix of the qwen-companion C ABI, from C.
+ *
+ * Every fallible call is checked for its status, and for the error-string
+ * contract: on failure *error is an owned, non-empty UTF-8 string (freed
+ * here with qc_string_free, so ASan/LSan catch ownership mistakes), on
+ * success *error is set to NULL. Build under ASan+UBSan and run: it must
+ * print "abi-misuse: N passed, 0 failed" and exit 0.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qwen_companion.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                            \
+    do {                                                                            \
+        if (cond) {                                                                 \
+            passed++;                                                               \
+        } else {                                                                    \
+            failed++;                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fputc('\n', stderr);                                                    \
+        }                                                                           \
+    } while (0)
+
+/* A non-NULL value the library must overwrite on success. */
+static char sentinel_byte;
+#define SENTINEL (&sentinel_byte)
+
+static int valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+        int i;
+        if (n == 0)
+            return 0;
+        for (i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/*
+ * Check one call: its status is `want` (or `want2`, when the contract allows
+ * two answers; pass want again otherwise) and its error string follows the
+ * contract. Frees the error string.
+ */
+static void expect2(int line, const char *what, qc_status got, qc_status want, qc_status want2, char *err)
+{
+    int ok_status = got == want || got == want2;
+    if (ok_status)
+        passed++;
+    else {
+        failed++;
+        fprintf(stderr, "FAIL line %d: %s: got %s (%u), want %s%s%s; error: %s\n", line, what,
+                qc_status_name(got), (unsigned)got, qc_status_name(want), want2 != want ? " or " : "",
+                want2 != want ? qc_status_name(want2) : "",
+                err == NULL ? "NULL" : err == SENTINEL ? "(not set)" : err);
+    }
+    if (got == QC_OK) {
+        CHECK(err == NULL, "line %d: %s: *error not set to NULL on success", line, what);
+    } else {
+        CHECK(err != NULL && err != SENTINEL, "line %d: %s: no error string on failure", line, what);
+        if (err != NULL && err != SENTINEL) {
+            CHECK(err[0] != '\0', "line %d: %s: empty error string", line, what);
+            CHECK(valid_utf8(err), "line %d: %s: error string is not UTF-8", line, what);
+        }
+    }
+    if (err != SENTINEL)
+        qc_string_free(err);
+}
+
+/* `call` must use `&err_` as its error argument. */
+#define EXPECT(what, call, want)                                                    \
+    do {                                                                            \
+        char *err_ = SENTINEL;                                                      \
+        qc_status st_ = (call);                                                     \
+        expect2(__LINE__, what, st_, want, want, err_);                             \
+    } while (0)
+/* A NULL handle is both a NULL argument and an invalid handle: the contract
+ * names no single status for it, so either is accepted. */
+#define EXPECT_ANY(what, call, want, want2)                                         \
+    do {                                                                            \
+        char *err_ = SENTINEL;                                                      \
+        qc_status st_ = (call);                                                     \
+        expect2(__LINE__, what, st_, want, want2, err_);                            \
+    } while (0)
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return path != NULL && stat(path, &st) == 0;
+}
+
+static int free_calls;
+static void count_free(void *user_data)
+{
+    (void)user_data;
+    free_calls++;
+}
+static void log_cb(void *user_data, uint32_t level, const char *message)
+{
+    (void)user_data;
+    if (level <= 2)
+        fprintf(stderr, "  [lib level %u] %s\n", (unsigned)level, message != NULL ? message : "(null)");
+}
+static int32_t open_diff_cb(void *user_data, const char *path, const char *content, size_t len, qc_reply *reply)
+{
+    (void)user_data;
+    (void)path;
+    (void)content;
+    (void)len;
+    (void)reply;
+    return 0;
+}
+static int32_t close_diff_cb(void *user_data, const char *path, qc_reply *reply)
+{
+    (void)user_data;
+    (void)path;
+    (void)reply;
+    return 0;
+}
+
+static void test_static(void)
+{
+    const char *v = qc_version();
+    struct {
+        qc_status status;
+        const char *name;
+    } names[] = {
+        {QC_OK, "QC_OK"},
+        {QC_NULL_PARAMETER, "QC_NULL_PARAMETER"},
+        {QC_INVALID_UTF8, "QC_INVALID_UTF8"},
+        {QC_INVALID_JSON, "QC_INVALID_JSON"},
+        {QC_INVALID_ARGUMENT, "QC_INVALID_ARGUMENT"},
+        {QC_INVALID_HANDLE, "QC_INVALID_HANDLE"},
+        {QC_NOT_RUNNING, "QC_NOT_RUNNING"},
+        {QC_ALREADY_RUNNING, "QC_ALREADY_RUNNING"},
+        {QC_NOT_FOUND, "QC_NOT_FOUND"},
+        {QC_IO, "QC_IO"},
+        {QC_PANIC, "QC_PANIC"},
+        {QC_INTERNAL, "QC_INTERNAL"},
+        {QC_REFUSED, "QC_REFUSED"},
+    };
+    size_t i;
+
+    CHECK(qc_abi_version() == QC_ABI_VERSION, "qc_abi_version() = %u, QC_ABI_VERSION = %u",
+          (unsigned)qc_abi_version(), (unsigned)QC_ABI_VERSION);
+    CHECK(QC_ABI_VERSION == 1, "QC_ABI_VERSION = %u", (unsigned)QC_ABI_VERSION);
+    CHECK(v != NULL && v[0] >= '0' && v[0] <= '9' && strchr(v, '.') != NULL, "qc_version() = %s",
+          v != NULL ? v : "NULL");
+    CHECK(v == qc_version(), "qc_version() is not a static string");
+
+    /* the fixed, never-reused status table */
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *n = qc_status_name(names[i].status);
+        CHECK(names[i].status == (qc_status)i, "%s = %u, want %u", names[i].name,
+              (unsigned)names[i].status, (unsigned)i);
+        CHECK(n != NULL && strcmp(n, names[i].name) == 0, "qc_status_name(%u) = %s, want %s",
+              (unsigned)names[i].status, n != NULL ? n : "NULL", names[i].name);
+    }
+    CHECK(qc_status_name(13) != NULL && qc_status_name(0xFFFFFFFFu) != NULL,
+          "qc_status_name(unknown) returned NULL");
+    CHECK(strcmp(qc_status_name(0xFFFFFFFFu), "QC_OK") != 0, "qc_status_name(unknown) = QC_OK");
+}
+
+static void test_null_frees(void)
+{
+    qc_string_free(NULL);
+    passed++;
+    CHECK(qc_companion_free(NULL) == QC_OK, "qc_companion_free(NULL) = %s",
+          qc_status_name(qc_companion_free(NULL)));
+}
+
+static void test_new_errors(const char *lockdir_json)
+{
+    qc_companion *c = NULL;
+    char cfg[512];
+
+    EXPECT("new(out=NULL)", qc_companion_new(NULL, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("new(config, out=NULL)", qc_companion_new("{}", NULL, &err_), QC_NULL_PARAMETER);
+
+    EXPECT("new(malformed JSON)", qc_companion_new("{\"workspaceRoots\": [", &c, &err_), QC_INVALID_JSON);
+    CHECK(c == NULL, "out written on failure");
+    EXPECT("new(not JSON)", qc_companion_new("hello", &c, &err_), QC_INVALID_JSON);
+    CHECK(c == NULL, "out written on failure");
+    EXPECT("new(invalid UTF-8)", qc_companion_new("{\"ideName\":\"\xff\xfe\"}", &c, &err_), QC_INVALID_UTF8);
+    CHECK(c == NULL, "out written on failure");
+    EXPECT_ANY("new(JSON array)", qc_companion_new("[1,2]", &c, &err_), QC_INVALID_JSON, QC_INVALID_ARGUMENT);
+    CHECK(c == NULL, "out written on failure");
+    EXPECT_ANY("new(workspaceRoots not an array)", qc_companion_new("{\"workspaceRoots\":\"/a\"}", &c, &err_),
+               QC_INVALID_JSON, QC_INVALID_ARGUMENT);
+    CHECK(c == NULL, "out written on failure");
+
+    /* error == NULL is allowed on failure paths */
+    CHECK(qc_companion_new("{", &c, NULL) == QC_INVALID_JSON, "new(malformed, error=NULL)");
+    CHECK(qc_companion_new(NULL, NULL, NULL) == QC_NULL_PARAMETER, "new(out=NULL, error=NULL)");
+    CHECK(c == NULL, "out written on failure");
+
+    /* NULL config = defaults; create and free without starting */
+    EXPECT("new(NULL config)", qc_companion_new(NULL, &c, &err_), QC_OK);
+    CHECK(c != NULL, "new(NULL config) gave no handle");
+    EXPECT("free(never started)", (err_ = NULL, qc_companion_free(c)), QC_OK);
+    c = NULL;
+
+    /* error == NULL on success */
+    snprintf(cfg, sizeof cfg, "{%s}", lockdir_json);
+    CHECK(qc_companion_new(cfg, &c, NULL) == QC_OK && c != NULL, "new(config, error=NULL)");
+    CHECK(qc_companion_free(c) == QC_OK, "free");
+}
+
+static void test_lifecycle(const char *lockdir, const char *lockdir_json, const char *ws)
+{
+    qc_companion *c = NULL, *c2 = NULL;
+    uint16_t port = 0, port2 = 0;
+    char cfg[2048], file[1024], bad_path[64];
+    char *lock = NULL, *lock2 = NULL, *s = NULL;
+    int not_a_handle = 42;
+    qc_companion *garbage[3];
+    size_t i;
+
+    snprintf(cfg, sizeof cfg, "{\"workspaceRoots\":[\"%s\"],\"ideName\":\"abi-test\",%s,\"ppid\":%ld}", ws,
+             lockdir_json, (long)getpid());
+    snprintf(file, sizeof file, "%s/main.c", ws);
+    {
+        /* the context only lists files that exist on disk */
+        FILE *f = fopen(file, "w");
+        CHECK(f != NULL, "cannot create %s", file);
+        if (f != NULL)
+            fclose(f);
+    }
+    snprintf(bad_path, sizeof bad_path, "/tmp/bad-\xc3\x28-utf8.c"); /* invalid 2-byte sequence */
+
+    EXPECT("new(valid config)", qc_companion_new(cfg, &c, &err_), QC_OK);
+    CHECK(c != NULL, "no handle");
+    if (c == NULL)
+        return;
+
+    /* not running yet */
+    EXPECT("port before start", qc_companion_port(c, &port, &err_), QC_NOT_RUNNING);
+    EXPECT("stop before start", qc_companion_stop(c, &err_), QC_NOT_RUNNING);
+
+    /* NULL handles and arguments */
+    EXPECT_ANY("start(NULL)", qc_companion_start(NULL, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT_ANY("stop(NULL)", qc_companion_stop(NULL, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT_ANY("port(NULL handle)", qc_companion_port(NULL, &port, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+
+    /* callbacks, with free_user_data accounting */
+    free_calls = 0;
+    EXPECT_ANY("set_log_callback(NULL handle)", qc_companion_set_log_callback(NULL, log_cb, NULL, NULL, 3, &err_),
+           QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("set_log_callback", qc_companion_set_log_callback(c, log_cb, &free_calls, count_free, 3, &err_), QC_OK);
+    EXPECT("set_log_callback(replace)",
+           qc_companion_set_log_callback(c, log_cb, &free_calls, count_free, 3, &err_), QC_OK);
+    CHECK(free_calls == 1, "replacing the log callback freed user data %d times, want 1", free_calls);
+    EXPECT("set_open_diff_callback", qc_companion_set_open_diff_callback(c, open_diff_cb, &free_calls, count_free, &err_),
+           QC_OK);
+    EXPECT("set_close_diff_callback",
+           qc_companion_set_close_diff_callback(c, close_diff_cb, &free_calls, count_free, &err_), QC_OK);
+    EXPECT_ANY("set_open_diff_callback(NULL handle)",
+           qc_companion_set_open_diff_callback(NULL, open_diff_cb, NULL, NULL, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT_ANY("set_close_diff_callback(NULL handle)",
+           qc_companion_set_close_diff_callback(NULL, close_diff_cb, NULL, NULL, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("reply_set_text(NULL reply)", qc_reply_set_text(NULL, "x", 1, &err_), QC_NULL_PARAMETER);
+
+    /* start */
+    EXPECT("start", qc_companion_start(c, &err_), QC_OK);
+    EXPECT("start again", qc_companion_start(c, &err_), QC_ALREADY_RUNNING);
+
+    EXPECT("port(out=NULL)", qc_companion_port(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("port", qc_companion_port(c, &port, &err_), QC_OK);
+    CHECK(port > 0, "port = 0");
+
+    EXPECT("lock_file_path(out=NULL)", qc_companion_lock_file_path(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT_ANY("lock_file_path(NULL handle)", qc_companion_lock_file_path(NULL, &lock, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("lock_file_path", qc_companion_lock_file_path(c, &lock, &err_), QC_OK);
+    CHECK(lock != NULL && strncmp(lock, lockdir, strlen(lockdir)) == 0, "lock file %s not under %s",
+          lock != NULL ? lock : "NULL", lockdir);
+    CHECK(file_exists(lock), "lock file %s does not exist while running", lock != NULL ? lock : "NULL");
+
+    EXPECT("terminal_env_json(out=NULL)", qc_companion_terminal_env_json(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("terminal_env_json", qc_companion_terminal_env_json(c, &s, &err_), QC_OK);
+    {
+        char want[64];
+        snprintf(want, sizeof want, "\"QWEN_CODE_IDE_SERVER_PORT\":\"%u\"", (unsigned)port);
+        CHECK(s != NULL && strstr(s, want) != NULL, "env %s lacks %s", s != NULL ? s : "NULL", want);
+        CHECK(s != NULL && strstr(s, ws) != NULL, "env %s lacks workspace %s", s != NULL ? s : "NULL", ws);
+    }
+    qc_string_free(s);
+    s = NULL;
+
+    /* editor events: NULL handle / NULL path / invalid UTF-8 / valid */
+    EXPECT_ANY("file_opened(NULL handle)", qc_companion_file_opened(NULL, file, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("file_opened(NULL path)", qc_companion_file_opened(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("file_opened(invalid UTF-8)", qc_companion_file_opened(c, bad_path, &err_), QC_INVALID_UTF8);
+    EXPECT("file_opened", qc_companion_file_opened(c, file, &err_), QC_OK);
+    EXPECT("file_focused(NULL path)", qc_companion_file_focused(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("file_focused(invalid UTF-8)", qc_companion_file_focused(c, bad_path, &err_), QC_INVALID_UTF8);
+    EXPECT("file_focused", qc_companion_file_focused(c, file, &err_), QC_OK);
+    EXPECT("file_closed(NULL path)", qc_companion_file_closed(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("file_closed(invalid UTF-8)", qc_companion_file_closed(c, bad_path, &err_), QC_INVALID_UTF8);
+    EXPECT("file_renamed(new NULL)", qc_companion_file_renamed(c, file, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("file_renamed(old NULL)", qc_companion_file_renamed(c, NULL, file, &err_), QC_NULL_PARAMETER);
+    EXPECT("file_renamed(invalid UTF-8)", qc_companion_file_renamed(c, file, bad_path, &err_), QC_INVALID_UTF8);
+
+    EXPECT("set_cursor(0,0)", qc_companion_set_cursor(c, NULL, 0, 0, &err_), QC_INVALID_ARGUMENT);
+    EXPECT("set_cursor(invalid UTF-8 path)", qc_companion_set_cursor(c, bad_path, 1, 1, &err_), QC_INVALID_UTF8);
+    EXPECT_ANY("set_cursor(NULL handle)", qc_companion_set_cursor(NULL, NULL, 1, 1, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("set_cursor", qc_companion_set_cursor(c, NULL, 3, 7, &err_), QC_OK);
+
+    EXPECT("set_selection(invalid UTF-8)", qc_companion_set_selection(c, NULL, "a\xff" "b", 3, &err_), QC_INVALID_UTF8);
+    EXPECT("set_selection", qc_companion_set_selection(c, NULL, "sel\ntext", 8, &err_), QC_OK);
+    EXPECT("set_selection(NULL = none)", qc_companion_set_selection(c, NULL, NULL, 0, &err_), QC_OK);
+
+    EXPECT_ANY("set_trusted(NULL handle)", qc_companion_set_trusted(NULL, 1, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+    EXPECT("set_trusted", qc_companion_set_trusted(c, 1, &err_), QC_OK);
+
+    EXPECT("set_context_json(NULL)", qc_companion_set_context_json(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("set_context_json(malformed)", qc_companion_set_context_json(c, "{\"workspaceState\":", &err_),
+           QC_INVALID_JSON);
+    EXPECT("set_context_json(invalid UTF-8)", qc_companion_set_context_json(c, "{\"x\":\"\xff\"}", &err_),
+           QC_INVALID_UTF8);
+    {
+        char ctx[1200];
+        snprintf(ctx, sizeof ctx,
+                 "{\"workspaceState\":{\"openFiles\":[{\"path\":\"%s\",\"timestamp\":1,\"isActive\":true,"
+                 "\"cursor\":{\"line\":2,\"character\":4}}],\"isTrusted\":true}}",
+                 file);
+        EXPECT("set_context_json", qc_companion_set_context_json(c, ctx, &err_), QC_OK);
+    }
+    EXPECT("context_json(out=NULL)", qc_companion_context_json(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("context_json", qc_companion_context_json(c, &s, &err_), QC_OK);
+    CHECK(s != NULL && strstr(s, file) != NULL, "context %s lacks %s", s != NULL ? s : "NULL", file);
+    qc_string_free(s);
+    s = NULL;
+
+    EXPECT("set_workspace_roots_json(NULL)", qc_companion_set_workspace_roots_json(c, NULL, &err_),
+           QC_NULL_PARAMETER);
+    EXPECT("set_workspace_roots_json(malformed)", qc_companion_set_workspace_roots_json(c, "[\"/a\"", &err_),
+           QC_INVALID_JSON);
+    EXPECT("set_workspace_roots_json(invalid UTF-8)",
+           qc_companion_set_workspace_roots_json(c, "[\"/\xc3\x28\"]", &err_), QC_INVALID_UTF8);
+    {
+        char roots[1100];
+        snprintf(roots, sizeof roots, "[\"%s\"]", ws);
+        EXPECT("set_workspace_roots_json", qc_companion_set_workspace_roots_json(c, roots, &err_), QC_OK);
+    }
+
+    /* diff decisions for diffs that were never opened */
+    EXPECT("diff_accept(unknown)", qc_companion_diff_accept(c, file, NULL, 0, &err_), QC_NOT_FOUND);
+    EXPECT("diff_accept(unknown, content)", qc_companion_diff_accept(c, file, "x", 1, &err_), QC_NOT_FOUND);
+    EXPECT("diff_reject(unknown)", qc_companion_diff_reject(c, file, &err_), QC_NOT_FOUND);
+    EXPECT("diff_closed(unknown)", qc_companion_diff_closed(c, file, &err_), QC_NOT_FOUND);
+    EXPECT("diff_accept(NULL path)", qc_companion_diff_accept(c, NULL, NULL, 0, &err_), QC_NULL_PARAMETER);
+    EXPECT("diff_accept(invalid UTF-8)", qc_companion_diff_accept(c, bad_path, NULL, 0, &err_), QC_INVALID_UTF8);
+    EXPECT("diff_reject(NULL path)", qc_companion_diff_reject(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("diff_closed(NULL path)", qc_companion_diff_closed(c, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT_ANY("diff_accept(NULL handle)", qc_companion_diff_accept(NULL, file, NULL, 0, &err_), QC_NULL_PARAMETER, QC_INVALID_HANDLE);
+
+    /* a second companion runs side by side; freeing it while running stops it */
+    EXPECT("new(second)", qc_companion_new(cfg, &c2, &err_), QC_OK);
+    if (c2 != NULL) {
+        EXPECT("start(second)", qc_companion_start(c2, &err_), QC_OK);
+        EXPECT("port(second)", qc_companion_port(c2, &port2, &err_), QC_OK);
+        CHECK(port2 != 0 && port2 != port, "second port %u vs first %u", (unsigned)port2, (unsigned)port);
+        EXPECT("lock_file_path(second)", qc_companion_lock_file_path(c2, &lock2, &err_), QC_OK);
+        CHECK(lock2 != NULL && lock != NULL && strcmp(lock, lock2) != 0 && file_exists(lock2),
+              "second lock file %s", lock2 != NULL ? lock2 : "NULL");
+        EXPECT("free(second, running)", (err_ = NULL, qc_companion_free(c2)), QC_OK);
+        CHECK(!file_exists(lock2), "lock file %s survives free of a running companion", lock2 != NULL ? lock2 : "NULL");
+        CHECK(file_exists(lock), "freeing the second companion removed the first lock file");
+        qc_string_free(lock2);
+    }
+
+    /* stop, double stop */
+    EXPECT("stop", qc_companion_stop(c, &err_), QC_OK);
+    CHECK(!file_exists(lock), "lock file %s survives stop", lock != NULL ? lock : "NULL");
+    EXPECT("stop again", qc_companion_stop(c, &err_), QC_NOT_RUNNING);
+    EXPECT("port after stop", qc_companion_port(c, &port, &err_), QC_NOT_RUNNING);
+    CHECK(qc_companion_stop(c, NULL) == QC_NOT_RUNNING, "stop again, error=NULL");
+
+    /* free; the handle is now stale */
+    CHECK(qc_companion_free(c) == QC_OK, "free");
+    CHECK(free_calls == 4, "after free, user data freed %d times, want 4 (log x2, open diff, close diff)",
+          free_calls);
+    EXPECT("start(freed)", qc_companion_start(c, &err_), QC_INVALID_HANDLE);
+    EXPECT("stop(freed)", qc_companion_stop(c, &err_), QC_INVALID_HANDLE);
+    EXPECT("port(freed)", qc_companion_port(c, &port, &err_), QC_INVALID_HANDLE);
+    EXPECT("file_opened(freed)", qc_companion_file_opened(c, file, &err_), QC_INVALID_HANDLE);
+    EXPECT("context_json(freed)", qc_companion_context_json(c, &s, &err_), QC_INVALID_HANDLE);
+    EXPECT("set_log_callback(freed)", qc_companion_set_log_callback(c, log_cb, NULL, NULL, 3, &err_),
+           QC_INVALID_HANDLE);
+    EXPECT("diff_accept(freed)", qc_companion_diff_accept(c, file, NULL, 0, &err_), QC_INVALID_HANDLE);
+    CHECK(qc_companion_free(c) == QC_INVALID_HANDLE, "double free = %s", qc_status_name(qc_companion_free(c)));
+    CHECK(s == NULL, "out written on failure");
+
+    /* garbage handles: never dereferenced */
+    garbage[0] = (qc_companion *)(uintptr_t)0x10;
+    garbage[1] = (qc_companion *)(void *)&not_a_handle;
+    garbage[2] = (qc_companion *)(uintptr_t)UINTPTR_MAX;
+    for (i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+        EXPECT("start(garbage)", qc_companion_start(garbage[i], &err_), QC_INVALID_HANDLE);
+        EXPECT("port(garbage)", qc_companion_port(garbage[i], &port, &err_), QC_INVALID_HANDLE);
+        EXPECT("set_cursor(garbage)", qc_companion_set_cursor(garbage[i], NULL, 1, 1, &err_), QC_INVALID_HANDLE);
+        CHECK(qc_companion_free(garbage[i]) == QC_INVALID_HANDLE, "free(garbage %zu)", i);
+    }
+    qc_string_free(lock);
+}
+
+static void test_start_io_error(void)
+{
+    qc_companion *c = NULL;
+    /* a lock directory that cannot be created */
+    EXPECT("new(unusable lockDir)", qc_companion_new("{\"lockDir\":\"/proc/qc-abi-test/ide\"}", &c, &err_), QC_OK);
+    if (c != NULL) {
+        EXPECT("start(unusable lockDir)", qc_companion_start(c, &err_), QC_IO);
+        EXPECT("port after failed start", qc_companion_port(c, &(uint16_t){0}, &err_), QC_NOT_RUNNING);
+        CHECK(qc_companion_free(c) == QC_OK, "free");
+    }
+}
+
+int main(void)
+{
+    char tmpl[] = "/tmp/qc-abi-XXXXXX";
+    char lockdir[256], ws[256], lockdir_json[300], cmd[600];
+    char *base = mkdtemp(tmpl);
+
+    if (base == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    snprintf(lockdir, sizeof lockdir, "%s/ide", base);
+    snprintf(ws, sizeof ws, "%s/ws", base);
+    if (mkdir(ws, 0700) != 0) {
+        perror("mkdir");
+        return 2;
+    }
+    snprintf(lockdir_json, sizeof lockdir_json, "\"lockDir\":\"%s\"", lockdir);
+
+    test_static();
+    test_null_frees();
+    test_new_errors(lockdir_json);
+    test_lifecycle(lockdir, lockdir_json, ws);
+    test_start_io_error();
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", base);
+
+    printf("abi-misuse: %d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
