@@ -7,5 +7,6 @@ pub mod ffi;
 pub mod host;
 pub mod ide;
 pub mod runtime;
+pub mod sessions;
 
 pub use error::{Error, Result, Status};

@@ -1,0 +1,2 @@
+//! Seed 002: cross-session participant (registry record, inbox with the
+//! receiver's gate, send with delivery receipts).
