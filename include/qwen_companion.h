@@ -342,7 +342,8 @@ qc_status qc_companion_diff_closed(qc_companion *c, const char *path, char **err
  * Sets (or with `cb` NULL removes) the log callback. Lines up to `max_level`
  * (`QC_LOG_ERROR`..`QC_LOG_TRACE`) are delivered on the callback thread; the
  * library never prints anything itself. If more than 4096 lines wait, newer
- * ones are dropped. The previous callback's `user_data` is finalized.
+ * ones are dropped. The previous callback's `user_data` is finalized. On
+ * failure the library does not take `user_data` (`free_user_data` is not called).
  */
 qc_status qc_companion_set_log_callback(qc_companion *c,
                                         qc_log_fn cb,
@@ -354,7 +355,8 @@ qc_status qc_companion_set_log_callback(qc_companion *c,
 /**
  * Sets (or with `cb` NULL removes) the open-diff callback. Without one,
  * `openDiff` answers `isError` ("no diff view"). The previous callback's
- * `user_data` is finalized.
+ * `user_data` is finalized. On failure the library does not take
+ * `user_data` (`free_user_data` is not called).
  */
 qc_status qc_companion_set_open_diff_callback(qc_companion *c,
                                               qc_open_diff_fn cb,
@@ -365,7 +367,8 @@ qc_status qc_companion_set_open_diff_callback(qc_companion *c,
 /**
  * Sets (or with `cb` NULL removes) the close-diff callback. Without one,
  * `closeDiff` answers with the proposed text of that diff. The previous
- * callback's `user_data` is finalized.
+ * callback's `user_data` is finalized. On failure the library does not take
+ * `user_data` (`free_user_data` is not called).
  */
 qc_status qc_companion_set_close_diff_callback(qc_companion *c,
                                                qc_close_diff_fn cb,

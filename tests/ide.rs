@@ -705,3 +705,20 @@ fn stop_with_connected_client() {
         }
     );
 }
+
+#[test]
+fn diff_result_reaches_a_client_still_connecting() {
+    let (f, mut a, _sa) = connected();
+    let p = f.ws.path().join("late.txt").to_string_lossy().into_owned();
+    a.tool("openDiff", json!({"filePath": p, "newContent": "L"}));
+    // B has only been answered `initialize` when the user accepts.
+    let mut b = Client::from_lock(&f.companion.lock_file_path().unwrap());
+    let r = b.post(&serde_json::from_str(INIT).unwrap());
+    assert_eq!(r.status, 200);
+    b.session = Some(r.header("mcp-session-id").unwrap().to_string());
+    f.companion.diff_accept(&p, None).unwrap();
+    let r = b.post(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    assert_eq!(r.status, 202);
+    let sb = b.open_stream();
+    assert!(sb.next_method("ide/diffAccepted", SEC).is_some());
+}

@@ -102,6 +102,13 @@ impl Hub {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `session_id` was just created by an `initialize` request.
+    pub fn session_created(&self, session_id: &str) {
+        self.lock()
+            .entry(session_id.to_string())
+            .or_insert_with(Session::new);
+    }
+
     /// The handshake of `session_id` finished.
     pub fn peer_initialized(&self, session_id: &str, peer: Peer<RoleServer>) {
         let fresh = (self.context_source)();

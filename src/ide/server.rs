@@ -143,7 +143,19 @@ async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) 
                 .map(str::to_string)
         })
         .flatten();
+    let is_post = req.method() == Method::POST;
     let response = next.run(req).await;
+    if is_post {
+        // A new session (initialize answered): known to the hub from now on,
+        // so diff results broadcast before its stream opens wait for it.
+        if let Some(sid) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            state.hub.session_created(sid);
+        }
+    }
     let Some(session_id) = stream_session else {
         return response;
     };

@@ -1,0 +1,84 @@
+"""Python binding (ctypes) of qwen-companion, the native Qwen Code IDE companion.
+
+    from qwen_companion import Companion
+
+    with Companion(workspace_roots=["/home/me/project"], ide_name="My Editor",
+                   open_diff=show_diff) as c:
+        print(c.terminal_env())          # {"QWEN_CODE_IDE_SERVER_PORT": "...", ...}
+        c.file_focused("/home/me/project/main.py")
+        c.set_cursor(None, 3, 1)
+
+Callables (``open_diff``, ``close_diff``, ``log``) run on a library thread,
+never on the caller's (UI) thread; see :mod:`qwen_companion.companion`.
+
+Works on Python 3.8+ (Sublime Text's plugin host). The shared library is
+found as described in :func:`load_library`.
+"""
+
+from ._native import (
+    ABI_VERSION,
+    LIBRARY_ENV,
+    LOG_DEBUG,
+    LOG_ERROR,
+    LOG_INFO,
+    LOG_TRACE,
+    LOG_WARN,
+    AbiMismatchError,
+    AlreadyRunningError,
+    ClosedError,
+    CompanionError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidHandleError,
+    InvalidJsonError,
+    InvalidUtf8Error,
+    IoError,
+    LibraryLoadError,
+    NotFoundError,
+    NotRunningError,
+    NullParameterError,
+    PanicError,
+    RefusedError,
+    error_class,
+)
+from ._native import load as load_library
+from .companion import Companion, RefuseDiff
+
+__version__ = "0.1.0"
+
+
+def library_version(library=None):
+    """The version string of the loaded shared library (e.g. ``"0.1.0"``)."""
+    return load_library(library).version
+
+
+__all__ = [
+    "ABI_VERSION",
+    "LIBRARY_ENV",
+    "LOG_DEBUG",
+    "LOG_ERROR",
+    "LOG_INFO",
+    "LOG_TRACE",
+    "LOG_WARN",
+    "AbiMismatchError",
+    "AlreadyRunningError",
+    "ClosedError",
+    "Companion",
+    "CompanionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidHandleError",
+    "InvalidJsonError",
+    "InvalidUtf8Error",
+    "IoError",
+    "LibraryLoadError",
+    "NotFoundError",
+    "NotRunningError",
+    "NullParameterError",
+    "PanicError",
+    "RefuseDiff",
+    "RefusedError",
+    "error_class",
+    "library_version",
+    "load_library",
+]

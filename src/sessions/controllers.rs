@@ -1,0 +1,189 @@
+//! Controller grants: `$QWEN_HOME/peer-controllers.json`, written by
+//! `qwen sessions controllers add --label L`. Read from disk on every auth
+//! line (and on every re-validation), so adding or revoking a grant takes
+//! effect with nothing to restart.
+//!
+//! Format (`schemaVersion` must be exactly 1, else no grant is valid):
+//! `{"schemaVersion":1,"controllers":[{"id":"c_<8 hex>","label":L,
+//! "tokenHash":"<sha256(token) hex>","createdAt":<ms>}]}`. The file must be a
+//! regular file (a symlink is ignored) of at most 64 KiB; malformed entries
+//! are skipped. Tokens are `qpc_` + 64 hex; presented tokens longer than 256
+//! characters or without the prefix are never looked up.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::names::{flatten_label, utf16_len};
+
+pub const CONTROLLER_TOKEN_PREFIX: &str = "qpc_";
+const MAX_PRESENTED_TOKEN_CHARS: usize = 256;
+const MAX_LABEL_CHARS: usize = 40;
+const MAX_REGISTRY_BYTES: u64 = 64 * 1024;
+
+/// A grant the user minted: its id and its (flattened) label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Controller {
+    pub id: String,
+    pub label: String,
+}
+
+struct Grant {
+    id: String,
+    label: String,
+    token_hash: [u8; 32],
+}
+
+fn is_id(s: &str) -> bool {
+    s.len() == 10
+        && s.starts_with("c_")
+        && s[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn decode_hash(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
+        out[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn read_grants(path: &Path) -> Vec<Grant> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Vec::new();
+    };
+    if !meta.is_file() || meta.len() > MAX_REGISTRY_BYTES {
+        return Vec::new();
+    }
+    let Ok(raw) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&raw) else {
+        return Vec::new();
+    };
+    if !matches!(obj.get("schemaVersion"), Some(Value::Number(n)) if n.as_f64() == Some(1.0)) {
+        return Vec::new();
+    }
+    let Some(Value::Array(entries)) = obj.get("controllers") else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let e = e.as_object()?;
+            let id = e.get("id")?.as_str().filter(|s| is_id(s))?;
+            let token_hash = decode_hash(e.get("tokenHash")?.as_str()?)?;
+            let label = flatten_label(e.get("label")?.as_str()?);
+            if label.is_empty() || utf16_len(&label) > MAX_LABEL_CHARS {
+                return None;
+            }
+            if !e.get("createdAt")?.as_f64().is_some_and(f64::is_finite) {
+                return None;
+            }
+            Some(Grant {
+                id: id.to_string(),
+                label,
+                token_hash,
+            })
+        })
+        .collect()
+}
+
+/// Whether `token` has the shape of a controller token we may present or look up.
+pub fn is_presentable(token: &str) -> bool {
+    token.starts_with(CONTROLLER_TOKEN_PREFIX) && utf16_len(token) <= MAX_PRESENTED_TOKEN_CHARS
+}
+
+/// The grant a presented token belongs to, read fresh from `path`.
+/// Every grant is compared in constant time; the last match wins.
+pub fn resolve(path: &Path, presented: &str) -> Option<Controller> {
+    if !is_presentable(presented) {
+        return None;
+    }
+    let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut matched = None;
+    for g in read_grants(path) {
+        if bool::from(g.token_hash.ct_eq(&hash)) {
+            matched = Some(Controller {
+                id: g.id,
+                label: g.label,
+            });
+        }
+    }
+    matched
+}
+
+/// The ids of every grant currently valid.
+pub fn valid_ids(path: &Path) -> HashSet<String> {
+    read_grants(path).into_iter().map(|g| g.id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::names::sha256_hex;
+    use serde_json::json;
+
+    fn write(dir: &Path, v: &Value) -> std::path::PathBuf {
+        let p = dir.join("peer-controllers.json");
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    }
+
+    #[test]
+    fn grants_table() {
+        let dir = crate::sessions::testutil::TempDir::new("ctl");
+        let tok = format!("qpc_{}", "ab".repeat(32));
+        let other = format!("qpc_{}", "cd".repeat(32));
+        let entry = |id: &str, label: &str, token: &str| {
+            json!({"id": id, "label": label, "tokenHash": sha256_hex(token.as_bytes()), "createdAt": 1})
+        };
+        let p = write(
+            dir.path(),
+            &json!({"schemaVersion": 1, "controllers": [
+                entry("c_0000000a", " CI\nbot ", &tok),
+                entry("bad", "x", &other),
+                {"id": "c_0000000b", "label": "", "tokenHash": sha256_hex(other.as_bytes()), "createdAt": 1},
+                {"id": "c_0000000c", "label": "y", "tokenHash": "AB".repeat(32), "createdAt": 1},
+                {"id": "c_0000000d", "label": "z", "tokenHash": sha256_hex(other.as_bytes())},
+                entry("c_0000000e", &"l".repeat(41), &other),
+            ]}),
+        );
+        assert_eq!(
+            resolve(&p, &tok),
+            Some(Controller { id: "c_0000000a".into(), label: "CI bot".into() })
+        );
+        assert_eq!(resolve(&p, &other), None, "every other entry is malformed");
+        assert_eq!(resolve(&p, &tok.to_uppercase()), None);
+        assert_eq!(resolve(&p, &tok[4..]), None, "prefix required");
+        assert_eq!(valid_ids(&p), HashSet::from(["c_0000000a".to_string()]));
+
+        // A wrong schemaVersion disables every grant.
+        let p = write(dir.path(), &json!({"schemaVersion": 2, "controllers": [entry("c_0000000a", "x", &tok)]}));
+        assert_eq!(resolve(&p, &tok), None);
+        // A symlink to a good file is ignored.
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, json!({"schemaVersion": 1, "controllers": [entry("c_0000000a", "x", &tok)]}).to_string()).unwrap();
+        assert!(resolve(&good, &tok).is_some());
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert_eq!(resolve(&link, &tok), None);
+        // Too large.
+        let big = dir.path().join("big.json");
+        let mut v = json!({"schemaVersion": 1, "controllers": [entry("c_0000000a", "x", &tok)]});
+        v["pad"] = json!("p".repeat(70_000));
+        std::fs::write(&big, v.to_string()).unwrap();
+        assert_eq!(resolve(&big, &tok), None);
+        // Missing file.
+        assert_eq!(resolve(&dir.path().join("none.json"), &tok), None);
+        // Over-long presented token.
+        assert!(!is_presentable(&format!("qpc_{}", "a".repeat(253))));
+        assert!(is_presentable(&format!("qpc_{}", "a".repeat(252))));
+    }
+}

@@ -1,0 +1,199 @@
+//! The client side of the socket protocol: the short dial probe that tells
+//! a live inbox from a stale socket file, and writing one connection's worth
+//! of lines (auth line + frame in one write, half-close, wait for the peer
+//! to close).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long a sender waits for the receiving inbox to close the connection.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most frames this process writes at once; more fail with `EBUSY`.
+pub const MAX_CONCURRENT_SENDS: usize = 64;
+
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// An absolute local path with no NUL that does not start with `//`.
+pub fn is_local_ipc_path(p: &str) -> bool {
+    !p.is_empty() && !p.contains('\0') && !p.starts_with("//") && p.starts_with('/')
+}
+
+/// What a dial says about a socket path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Something accepted (or the backlog is full: `EAGAIN`/`EBUSY`).
+    Alive,
+    /// `ENOENT` or `ECONNREFUSED`: nothing listens there.
+    Dead,
+    /// Anything else; treated as "maybe alive" when binding, as unreachable when listing.
+    Unknown,
+}
+
+/// Dials `path` once without blocking. A UNIX-domain connect answers at once
+/// (success, `EAGAIN` on a full backlog, or an error), so no timer is needed
+/// for the 250 ms bound Qwen puts on its probe.
+pub fn probe(path: &str) -> Verdict {
+    if !is_local_ipc_path(path) {
+        return Verdict::Unknown;
+    }
+    // SAFETY: plain socket calls on a zeroed sockaddr_un we fill within bounds;
+    // the descriptor is closed on every path.
+    unsafe {
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        let bytes = path.as_bytes();
+        if bytes.len() >= addr.sun_path.len() {
+            return Verdict::Unknown;
+        }
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (i, b) in bytes.iter().enumerate() {
+            addr.sun_path[i] = *b as libc::c_char;
+        }
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        if fd < 0 {
+            return Verdict::Unknown;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+        let rc = libc::connect(fd, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len);
+        let verdict = if rc == 0 {
+            Verdict::Alive
+        } else {
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINPROGRESS) => Verdict::Alive,
+                Some(libc::ENOENT) | Some(libc::ECONNREFUSED) => Verdict::Dead,
+                _ => Verdict::Unknown,
+            }
+        };
+        libc::close(fd);
+        verdict
+    }
+}
+
+/// Why a frame could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendError {
+    /// errno name (`ENOENT`, `ECONNREFUSED`, `EAGAIN`, `EBUSY`, `EMSGSIZE`,
+    /// `ETIMEDOUT`, …) or `None` for a refusal before any connection.
+    pub code: Option<&'static str>,
+    pub message: String,
+}
+
+impl SendError {
+    /// Nothing reached the peer: the frame can be treated as never sent.
+    pub fn definitely_unwritten(&self) -> bool {
+        matches!(
+            self.code,
+            None | Some("ENOENT") | Some("ECONNREFUSED") | Some("EMSGSIZE") | Some("EAGAIN") | Some("EBUSY")
+        )
+    }
+}
+
+fn errno_name(e: &std::io::Error) -> Option<&'static str> {
+    Some(match e.raw_os_error()? {
+        libc::ENOENT => "ENOENT",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EAGAIN => "EAGAIN",
+        libc::EBUSY => "EBUSY",
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::ENOTSOCK => "ENOTSOCK",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        _ => "EIO",
+    })
+}
+
+struct InFlight;
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Connects to `path`, writes the auth line (when a token is given) and the
+/// frame line in one write, half-closes, and waits (at most `timeout`) for
+/// the peer to close its side.
+pub async fn send_lines(path: &str, auth: Option<&str>, frame_json: &str, timeout: Duration) -> Result<(), SendError> {
+    if !is_local_ipc_path(path) {
+        return Err(SendError {
+            code: None,
+            message: format!("refusing to connect to a non-local IPC path: {path:?}"),
+        });
+    }
+    if IN_FLIGHT.fetch_add(1, Ordering::AcqRel) >= MAX_CONCURRENT_SENDS {
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+        return Err(SendError {
+            code: Some("EBUSY"),
+            message: format!("already writing {MAX_CONCURRENT_SENDS} frames; not opening another connection"),
+        });
+    }
+    let _guard = InFlight;
+    let mut payload = String::with_capacity(frame_json.len() + 160);
+    if let Some(token) = auth {
+        payload.push_str(&super::frames::auth_line(token));
+    }
+    payload.push_str(frame_json);
+    payload.push('\n');
+    let io = async {
+        let mut stream = tokio::net::UnixStream::connect(Path::new(path)).await?;
+        stream.write_all(payload.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 512];
+        loop {
+            if stream.read(&mut sink).await? == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, io).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(SendError {
+            code: errno_name(&e),
+            message: format!("{path}: {e}"),
+        }),
+        Err(_) => Err(SendError {
+            code: Some("ETIMEDOUT"),
+            message: format!("timed out sending to {path}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::testutil::TempDir;
+
+    #[test]
+    fn local_paths() {
+        assert!(is_local_ipc_path("/run/user/1/qwen-socks/1.sock"));
+        for bad in ["", "rel/x.sock", "//host/share", "/a\0b"] {
+            assert!(!is_local_ipc_path(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn probe_verdicts() {
+        let dir = TempDir::new("probe");
+        let live = dir.path().join("live.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&live).unwrap();
+        assert_eq!(probe(live.to_str().unwrap()), Verdict::Alive);
+        let dead = dir.path().join("dead.sock");
+        drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+        assert_eq!(probe(dead.to_str().unwrap()), Verdict::Dead, "stale socket file");
+        assert_eq!(probe(dir.path().join("none.sock").to_str().unwrap()), Verdict::Dead);
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(probe(file.to_str().unwrap()), Verdict::Dead, "a regular file refuses");
+        assert_eq!(probe("relative.sock"), Verdict::Unknown);
+        let long = format!("/{}", "a".repeat(200));
+        assert_eq!(probe(&long), Verdict::Unknown);
+    }
+}

@@ -1,0 +1,94 @@
+"""Shared fixtures: the library path, a private lock directory, companions
+that are always closed, and MCP clients (the official Python SDK)."""
+
+import os
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BINDING_DIR = os.path.join(REPO, "bindings", "python")
+SUBLIME_PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
+
+for _p in (BINDING_DIR, HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+# Never touch the real ~/.qwen: a companion created without lockDir lands
+# under this throwaway QWEN_HOME (set before any library call).
+os.environ["QWEN_HOME"] = tempfile.mkdtemp(prefix="qc-pytest-qwen-home-")
+
+import qwen_companion  # noqa: E402
+
+
+def _default_lib_path():
+    env = os.environ.get("QWEN_COMPANION_LIB")
+    if env:
+        return env
+    return os.path.join(REPO, "target", "release", qwen_companion._native.platform_library_name())
+
+
+LIB_PATH = _default_lib_path()
+
+
+@pytest.fixture(scope="session")
+def lib_path():
+    if not os.path.exists(LIB_PATH):
+        pytest.fail("library not built: {} (run cargo build --release)".format(LIB_PATH))
+    return LIB_PATH
+
+
+@pytest.fixture
+def lock_dir(tmp_path):
+    return str(tmp_path / "ide")
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.py").write_text("import os\n\nprint('hello')\n", encoding="utf-8")
+    (ws / "README.md").write_text("# readme\n", encoding="utf-8")
+    return str(ws)
+
+
+@pytest.fixture
+def make_companion(lib_path, lock_dir):
+    """Creates companions (private lock dir, short debounce); all closed at the end."""
+    made = []
+
+    def make(**kwargs):
+        if not isinstance(kwargs.get("config"), str):
+            kwargs.setdefault("lock_dir", lock_dir)
+            kwargs.setdefault("debounce_ms", 5)
+            kwargs.setdefault("max_wait_ms", 20)
+        kwargs.setdefault("library", lib_path)
+        c = qwen_companion.Companion(**kwargs)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def mcp_connect():
+    """Connects MCP SDK clients to a companion's lock file; all closed at the end."""
+    from mcp_client import McpClient
+
+    clients = []
+
+    def connect(lock_file, **kwargs):
+        client = McpClient(lock_file, **kwargs)
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        try:
+            client.close()
+        except BaseException:
+            pass

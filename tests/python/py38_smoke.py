@@ -1,0 +1,154 @@
+"""Smoke test of the binding and the Sublime plugin on a real Python 3.8
+(Sublime Text's plugin host). Standard library only: the MCP side is a few
+raw JSON-RPC requests over urllib.
+
+    python3.8 tests/python/py38_smoke.py LIBRARY_PATH
+
+Prints "PY38 SMOKE OK" on success.
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(REPO, "bindings", "python"), os.path.join(HERE, "stubs")]
+
+import qwen_companion as qc  # noqa: E402
+
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def rpc(url, token, message, session=None):
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": "Bearer " + token,
+    }
+    if session:
+        headers["Mcp-Session-Id"] = session
+        headers["Mcp-Protocol-Version"] = "2025-06-18"
+    req = urllib.request.Request(url, json.dumps(message).encode("utf-8"), headers)
+    with OPENER.open(req, timeout=10) as resp:
+        body = resp.read().decode("utf-8")
+        sid = resp.headers.get("Mcp-Session-Id") or session
+        status = resp.status
+    if not body.strip():
+        return status, sid, None
+    if body.lstrip().startswith("{"):
+        return status, sid, json.loads(body)
+    for line in body.splitlines():  # SSE framing
+        if line.startswith("data:") and line[5:].strip():
+            msg = json.loads(line[5:])
+            if "id" in msg:
+                return status, sid, msg
+    return status, sid, None
+
+
+def main():
+    lib = sys.argv[1]
+    assert sys.version_info[:2] == (3, 8), sys.version
+    tmp = tempfile.mkdtemp(prefix="qc-py38-")
+    try:
+        run(lib, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PY38 SMOKE OK")
+
+
+def run(lib, tmp):
+    ws = os.path.join(tmp, "ws")
+    os.makedirs(ws)
+    main_py = os.path.join(ws, "main.py")
+    with open(main_py, "w") as f:
+        f.write("print('hi')\n")
+    lock_dir = os.path.join(tmp, "ide")
+
+    try:
+        qc.Companion(config="{bad", library=lib)
+        raise AssertionError("bad config accepted")
+    except qc.InvalidJsonError as e:
+        assert e.status == 3
+
+    diffs = []
+    with qc.Companion(
+        workspace_roots=[ws],
+        lock_dir=lock_dir,
+        open_diff=lambda p, t: diffs.append((p, t)),
+        close_diff=lambda p: "final text",
+        library=lib,
+    ) as c:
+        c.file_opened(main_py)
+        c.file_focused(main_py)
+        c.set_cursor(None, 1, 3)
+        c.set_selection(None, "print")
+        f = c.context()["workspaceState"]["openFiles"][0]
+        assert f["path"] == main_py and f["cursor"] == {"line": 1, "character": 3}
+        assert c.terminal_env()["QWEN_CODE_IDE_SERVER_PORT"] == str(c.port)
+        with open(c.lock_file) as fh:
+            token = json.load(fh)["authToken"]
+        url = "http://127.0.0.1:{}/mcp".format(c.port)
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "py38", "version": "0"}},
+        }
+        status, sid, reply = rpc(url, token, init)
+        assert status == 200 and sid and reply["result"]["protocolVersion"]
+        status, _, _ = rpc(url, token, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+        assert status == 202, status
+        target = os.path.join(ws, "new.txt")
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "openDiff", "arguments": {"filePath": target, "newContent": "proposed\n"}},
+        }
+        _, _, reply = rpc(url, token, call, sid)
+        assert reply["result"]["content"] == [] and not reply["result"].get("isError"), reply
+        assert diffs == [(target, "proposed\n")], diffs
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "closeDiff", "arguments": {"filePath": target, "suppressNotification": True}},
+        }
+        _, _, reply = rpc(url, token, call, sid)
+        assert json.loads(reply["result"]["content"][0]["text"]) == {"content": "final text"}, reply
+        try:
+            c.diff_accept(target)
+            raise AssertionError("accepted a closed diff")
+        except qc.NotFoundError:
+            pass
+        lock_file = c.lock_file
+    assert not os.path.exists(lock_file)
+
+    # the Sublime plugin imports and starts on 3.8 too
+    import sublime
+
+    s = sublime.load_settings("QwenCompanion.sublime-settings")
+    s.set("library_path", lib)
+    s.set("lock_dir", lock_dir)
+    window = sublime.Editor().new_window([ws])
+    plugin_file = os.path.join(REPO, "examples", "sublime", "QwenCompanion", "plugin.py")
+    spec = importlib.util.spec_from_file_location("QwenCompanion_plugin", plugin_file)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    plugin.plugin_loaded()
+    wc = plugin._companions[window.id()]
+    with open(wc.companion.lock_file) as fh:
+        assert json.load(fh)["workspacePath"] == ws
+    sublime.Editor().open_file(window, main_py)
+    assert wc.companion.context()["workspaceState"]["openFiles"][0]["path"] == main_py
+    plugin.plugin_unloaded()
+    assert sublime.ui_violations == []
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""A small stand-in for Sublime Text's ``sublime`` module, for tests.
+
+It models what the QwenCompanion plugin uses, plus a test harness:
+
+- the UI thread is the thread that imported this module (the test's main
+  thread); calls that change views or windows assert they run on it, like
+  the real editor's rule that UI work belongs on the main thread (reading
+  text is allowed from any thread, as in Sublime Text);
+- ``set_timeout`` queues callbacks; :func:`pump` runs them on the UI thread;
+- :class:`Editor` opens files, moves the cursor, edits, saves, renames and
+  closes views, and sends the matching events to the plugin's listeners.
+"""
+
+import itertools
+import os
+import queue
+import threading
+import time
+
+import sublime_plugin
+
+UI_THREAD = threading.current_thread()
+
+_ids = itertools.count(1)
+_timeouts = queue.Queue()  # (due, fn) from set_timeout
+_later = []  # (due, fn) taken from the queue but not yet due
+_windows = []
+_settings_files = {}
+_clipboard = [""]
+_resources = []
+status_messages = []
+error_messages = []
+ui_violations = []
+
+
+def _ui(what):
+    if threading.current_thread() is not UI_THREAD:
+        ui_violations.append((what, threading.current_thread().name))
+        raise AssertionError("{} called off the UI thread ({})".format(what, threading.current_thread().name))
+
+
+def reset():
+    """Fresh editor state (between tests)."""
+    del _windows[:]
+    _settings_files.clear()
+    _clipboard[0] = ""
+    del _resources[:]
+    del status_messages[:]
+    del error_messages[:]
+    del ui_violations[:]
+    while True:
+        try:
+            _timeouts.get_nowait()
+        except queue.Empty:
+            break
+    del _later[:]
+    sublime_plugin.reset()
+
+
+# --------------------------------------------------------------------------
+# module API
+
+
+def version():
+    return "4180"
+
+
+def platform():
+    return "linux"
+
+
+def set_timeout(fn, delay=0):
+    _timeouts.put((time.monotonic() + delay / 1000.0, fn))
+
+
+def set_timeout_async(fn, delay=0):
+    _timeouts.put((time.monotonic() + delay / 1000.0, fn))
+
+
+def pump(timeout=0.0, advance=0.0):
+    """Runs the due ``set_timeout`` callbacks on the UI thread. With
+    ``timeout``, first waits up to that long for a new one to be queued;
+    ``advance`` (seconds) pretends that much more time has passed.
+    Returns how many ran."""
+    _ui("pump")
+    if timeout:
+        try:
+            _later.append(_timeouts.get(timeout=timeout))
+        except queue.Empty:
+            pass
+    n = 0
+    while True:
+        while True:
+            try:
+                _later.append(_timeouts.get_nowait())
+            except queue.Empty:
+                break
+        now = time.monotonic() + advance
+        due = [item for item in _later if item[0] <= now]
+        if not due:
+            return n
+        for item in due:
+            _later.remove(item)
+        for _, fn in due:
+            fn()
+            n += 1
+        advance = 0.0  # callbacks queued by these run on a later pump
+
+
+def windows():
+    return list(_windows)
+
+
+def active_window():
+    return _windows[0] if _windows else None
+
+
+def load_settings(name):
+    if name not in _settings_files:
+        _settings_files[name] = Settings()
+    return _settings_files[name]
+
+
+def set_clipboard(text):
+    _clipboard[0] = text
+
+
+def get_clipboard():
+    return _clipboard[0]
+
+
+def find_resources(pattern):
+    return [r for r in _resources if r.endswith(pattern)]
+
+
+def add_resource(path):
+    _resources.append(path)
+
+
+def status_message(msg):
+    status_messages.append(msg)
+
+
+def error_message(msg):
+    error_messages.append(msg)
+
+
+class Syntax(object):
+    def __init__(self, path):
+        self.path = path
+
+
+def find_syntax_for_file(path, first_line=""):
+    if path.endswith(".py"):
+        return Syntax("Packages/Python/Python.sublime-syntax")
+    return None
+
+
+# --------------------------------------------------------------------------
+# values
+
+
+class Region(object):
+    def __init__(self, a, b=None):
+        self.a = a
+        self.b = a if b is None else b
+
+    def begin(self):
+        return min(self.a, self.b)
+
+    def end(self):
+        return max(self.a, self.b)
+
+    def size(self):
+        return self.end() - self.begin()
+
+    def empty(self):
+        return self.a == self.b
+
+    def __eq__(self, other):
+        return isinstance(other, Region) and (self.a, self.b) == (other.a, other.b)
+
+    def __repr__(self):
+        return "Region({}, {})".format(self.a, self.b)
+
+
+class Selection(object):
+    def __init__(self):
+        self._regions = [Region(0)]
+
+    def clear(self):
+        self._regions = []
+
+    def add(self, region):
+        if isinstance(region, int):
+            region = Region(region)
+        self._regions.append(region)
+
+    def __len__(self):
+        return len(self._regions)
+
+    def __getitem__(self, i):
+        return self._regions[i]
+
+    def __iter__(self):
+        return iter(list(self._regions))
+
+
+class Settings(object):
+    def __init__(self, values=None):
+        self._values = dict(values or {})
+
+    def get(self, key, default=None):
+        return self._values.get(key, default)
+
+    def set(self, key, value):
+        self._values[key] = value
+
+    def has(self, key):
+        return key in self._values
+
+    def erase(self, key):
+        self._values.pop(key, None)
+
+
+class Edit(object):
+    pass
+
+
+# --------------------------------------------------------------------------
+# views and windows
+
+
+class View(object):
+    def __init__(self, window, file_name=None, text=""):
+        self._id = next(_ids)
+        self._window = window
+        self._file_name = file_name
+        self._text = text
+        self._sel = Selection()
+        self._settings = Settings()
+        self._scratch = False
+        self._name = ""
+        self._valid = True
+        self._syntax = None
+        self._line_endings = "Unix"
+        self.reference_document = None
+        self.panel_name = None
+
+    def __repr__(self):
+        return "<View {} {}>".format(self._id, self._file_name or self._name)
+
+    def id(self):
+        return self._id
+
+    def buffer_id(self):
+        return self._id
+
+    def is_valid(self):
+        return self._valid
+
+    def is_loading(self):
+        return False
+
+    def window(self):
+        return self._window if self._valid else None
+
+    def file_name(self):
+        return self._file_name
+
+    def settings(self):
+        return self._settings
+
+    def sel(self):
+        return self._sel
+
+    def size(self):
+        return len(self._text)
+
+    def substr(self, x):  # readable from any thread, as in Sublime Text
+        if isinstance(x, Region):
+            return self._text[x.begin():x.end()]
+        return self._text[x:x + 1]
+
+    def rowcol(self, point):
+        before = self._text[:point]
+        row = before.count("\n")
+        col = point - (before.rfind("\n") + 1)
+        return row, col
+
+    def text_point(self, row, col):
+        lines = self._text.split("\n")
+        return sum(len(l) + 1 for l in lines[:row]) + col
+
+    def set_scratch(self, scratch):
+        _ui("View.set_scratch")
+        self._scratch = scratch
+
+    def is_scratch(self):
+        return self._scratch
+
+    def set_name(self, name):
+        _ui("View.set_name")
+        self._name = name
+
+    def name(self):
+        return self._name
+
+    def assign_syntax(self, syntax):
+        _ui("View.assign_syntax")
+        self._syntax = syntax
+
+    def syntax(self):
+        return self._syntax
+
+    def set_line_endings(self, value):
+        _ui("View.set_line_endings")
+        self._line_endings = value.capitalize()
+
+    def line_endings(self):
+        return self._line_endings
+
+    def set_reference_document(self, text):
+        _ui("View.set_reference_document")
+        self.reference_document = text
+
+    def replace(self, edit, region, text):
+        _ui("View.replace")
+        assert isinstance(edit, Edit), "replace needs the Edit of a running TextCommand"
+        self._text = self._text[:region.begin()] + text + self._text[region.end():]
+
+    def insert(self, edit, point, text):
+        _ui("View.insert")
+        assert isinstance(edit, Edit)
+        self._text = self._text[:point] + text + self._text[point:]
+        return len(text)
+
+    def run_command(self, name, args=None):
+        _ui("View.run_command")
+        cls = sublime_plugin.text_command(name)
+        if cls is None:
+            raise AssertionError("unknown text command " + name)
+        cmd = cls(self)
+        if not cmd.is_enabled():
+            return
+        cmd.run(Edit(), **(args or {}))
+
+    def close(self):
+        _ui("View.close")
+        if not self._valid:
+            return False
+        sublime_plugin.emit("on_pre_close", self)
+        w = self._window
+        if self in w._views:
+            w._views.remove(self)
+            if w._active is self:
+                w._active = w._views[-1] if w._views else None
+        self._valid = False
+        sublime_plugin.emit("on_close", self)
+        if w._active is not None:
+            sublime_plugin.emit("on_activated", w._active)
+        return True
+
+
+class Window(object):
+    def __init__(self, folders=()):
+        self._id = next(_ids)
+        self._folders = list(folders)
+        self._views = []
+        self._active = None
+        self._panels = {}
+        self.commands = []  # (name, args) of commands no plugin class handled
+
+    def id(self):
+        return self._id
+
+    def is_valid(self):
+        return self in _windows
+
+    def folders(self):
+        return list(self._folders)
+
+    def views(self):
+        return list(self._views)
+
+    def active_view(self):
+        return self._active
+
+    def focus_view(self, view):
+        _ui("Window.focus_view")
+        if view is self._active:
+            return
+        if self._active is not None:
+            sublime_plugin.emit("on_deactivated", self._active)
+        self._active = view
+        sublime_plugin.emit("on_activated", view)
+
+    def new_file(self):
+        _ui("Window.new_file")
+        view = View(self)
+        self._views.append(view)
+        sublime_plugin.emit("on_new", view)
+        self.focus_view(view)
+        return view
+
+    def create_output_panel(self, name):
+        _ui("Window.create_output_panel")
+        if name not in self._panels:
+            panel = View(self)
+            panel.panel_name = name
+            self._panels[name] = panel
+        return self._panels[name]
+
+    def find_output_panel(self, name):
+        return self._panels.get(name)
+
+    def status_message(self, msg):
+        status_messages.append(msg)
+
+    def run_command(self, name, args=None):
+        _ui("Window.run_command")
+        for listener in sublime_plugin.listeners():
+            hook = getattr(listener, "on_window_command", None)
+            if hook is None:
+                continue
+            rewritten = hook(self, name, args)
+            if rewritten is not None:
+                name, args = rewritten
+        cls = sublime_plugin.window_command(name)
+        if cls is not None:
+            cmd = cls(self)
+            if cmd.is_enabled():
+                cmd.run(**(args or {}))
+        else:
+            self.commands.append((name, args))
+        sublime_plugin.emit("on_post_window_command", self, name, args)
+
+
+class Editor(object):
+    """Drives the stub like a user would, sending the editor's events."""
+
+    def new_window(self, folders=()):
+        w = Window(folders)
+        _windows.append(w)
+        sublime_plugin.emit("on_new_window", w)
+        return w
+
+    def close_window(self, window):
+        sublime_plugin.emit("on_pre_close_window", window)
+        for v in list(window._views):
+            v.close()
+        _windows.remove(window)
+
+    def open_file(self, window, path):
+        _ui("open_file")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        view = View(window, file_name=path, text=text)
+        window._views.append(view)
+        sublime_plugin.emit("on_load", view)
+        window.focus_view(view)
+        return view
+
+    def move_cursor(self, view, row, col, select_to=None):
+        """Puts the caret at (row, col), 0-based; with ``select_to`` selects up to that (row, col)."""
+        a = view.text_point(row, col)
+        b = a if select_to is None else view.text_point(*select_to)
+        view._sel._regions = [Region(b if select_to is None else a, b)]
+        sublime_plugin.emit("on_selection_modified", view)
+
+    def type_text(self, view, text, at_end=True):
+        """Inserts ``text`` as the user would (at the end by default)."""
+        point = view.size() if at_end else view.sel()[0].b
+        view._text = view._text[:point] + text + view._text[point:]
+        sublime_plugin.emit("on_modified", view)
+
+    def save(self, view, new_path=None):
+        if new_path is not None:
+            view._file_name = new_path
+        with open(view._file_name, "w", encoding="utf-8") as f:
+            f.write(view._text)
+        sublime_plugin.emit("on_post_save", view)
+
+    def rename(self, window, view, new_path):
+        """The side bar's rename: the file moves and the view follows."""
+        os.rename(view._file_name, new_path)
+        view._file_name = new_path
+        window.run_command("rename_path", {"paths": [new_path]})
+
+    def set_folders(self, window, folders):
+        window._folders = list(folders)
+        window.run_command("prompt_add_folder")  # what the menu runs; then on_post_window_command

@@ -1,0 +1,90 @@
+"""A small stand-in for Sublime Text's ``sublime_plugin`` module, for tests.
+
+Command and listener classes register themselves when the plugin module
+defines them; :func:`emit` delivers an event to every listener instance.
+"""
+
+import re
+
+_text_commands = {}
+_window_commands = {}
+_listener_classes = []
+_listeners = []
+
+
+def reset():
+    _text_commands.clear()
+    _window_commands.clear()
+    del _listener_classes[:]
+    del _listeners[:]
+
+
+def command_name(cls_name):
+    base = cls_name[: -len("Command")] if cls_name.endswith("Command") else cls_name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+
+
+def text_command(name):
+    return _text_commands.get(name)
+
+
+def window_command(name):
+    return _window_commands.get(name)
+
+
+def listeners():
+    if not _listeners and _listener_classes:
+        _listeners.extend(cls() for cls in _listener_classes)
+    return list(_listeners)
+
+
+def emit(event, *args):
+    for listener in listeners():
+        hook = getattr(listener, event, None)
+        if hook is not None:
+            hook(*args)
+
+
+class Command(object):
+    def is_enabled(self, *args, **kwargs):
+        return True
+
+    def is_visible(self, *args, **kwargs):
+        return True
+
+
+class TextCommand(Command):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _text_commands[command_name(cls.__name__)] = cls
+
+    def __init__(self, view):
+        self.view = view
+
+
+class WindowCommand(Command):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _window_commands[command_name(cls.__name__)] = cls
+
+    def __init__(self, window):
+        self.window = window
+
+
+class ApplicationCommand(Command):
+    pass
+
+
+class EventListener(object):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _listener_classes.append(cls)
+
+
+class ViewEventListener(object):
+    def __init__(self, view):
+        self.view = view
+
+    @classmethod
+    def is_applicable(cls, settings):
+        return True

@@ -1,0 +1,514 @@
+"""The Sublime Text plugin (examples/sublime/QwenCompanion) against stub
+``sublime``/``sublime_plugin`` modules and the real library: event -> library
+mapping, workspace folders, terminal env, and the whole diff flow driven by
+an MCP client (the official Python SDK)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BINDING_DIR, HERE, SUBLIME_PACKAGE_DIR
+
+STUBS = os.path.join(HERE, "stubs")
+if STUBS not in sys.path:
+    sys.path.insert(0, STUBS)
+
+import sublime  # noqa: E402  (the stub)
+import sublime_plugin  # noqa: E402
+
+PLUGIN_FILE = os.path.join(SUBLIME_PACKAGE_DIR, "plugin.py")
+
+
+def load_plugin():
+    spec = importlib.util.spec_from_file_location("QwenCompanion_plugin_under_test", PLUGIN_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Recorder:
+    """Forwards to a Companion and records the public calls made on it."""
+
+    def __init__(self, target):
+        self._target = target
+        self.calls = []
+
+    def __getattr__(self, name):
+        attr = getattr(self._target, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+
+        def call(*args):
+            self.calls.append((name,) + args)
+            return attr(*args)
+
+        return call
+
+    def events(self):
+        keep = ("file_", "set_cursor", "set_selection", "set_workspace_roots", "diff_")
+        return [c for c in self.calls if c[0].startswith(keep)]
+
+
+class St:
+    """One test's editor: plugin module, stub editor, first window."""
+
+    def __init__(self, plugin, editor, window, lock_dir):
+        self.plugin = plugin
+        self.editor = editor
+        self.window = window
+        self.lock_dir = lock_dir
+
+    def wc(self, window=None):
+        return self.plugin._companions[(window or self.window).id()]
+
+    def record(self, window=None):
+        wc = self.wc(window)
+        wc.companion = Recorder(wc.companion)
+        return wc.companion
+
+    def lock(self, window=None):
+        with open(self.wc(window).companion.lock_file, encoding="utf-8") as f:
+            return json.load(f)
+
+    def diff_views(self, window=None):
+        return [v for v in (window or self.window).views() if v.settings().get("qwen_companion_is_diff")]
+
+    def pump_until(self, predicate, timeout=10.0):
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sublime.pump(timeout=0.05)
+            if predicate():
+                return True
+        return predicate()
+
+
+@pytest.fixture
+def st(lib_path, lock_dir, workspace):
+    sublime.reset()
+    s = sublime.load_settings("QwenCompanion.sublime-settings")
+    s.set("library_path", lib_path)
+    s.set("lock_dir", lock_dir)
+    s.set("debounce_ms", 5)
+    s.set("max_wait_ms", 20)
+    editor = sublime.Editor()
+    window = editor.new_window([workspace])
+    plugin = load_plugin()
+    plugin.plugin_loaded()
+    env = St(plugin, editor, window, lock_dir)
+    try:
+        yield env
+    finally:
+        plugin.plugin_unloaded()
+        assert sublime.ui_violations == [], "UI touched off the UI thread"
+
+
+def test_one_companion_per_window(st, workspace, tmp_path):
+    lock = st.lock()
+    assert lock["workspacePath"] == workspace
+    assert lock["ideInfo"] == {"name": "sublime-text", "displayName": "Sublime Text"}
+    assert lock["ppid"] == os.getpid()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    second = st.editor.new_window([str(other)])
+    assert st.wc(second) is not st.wc()
+    assert st.lock(second)["workspacePath"] == str(other)
+    assert st.wc(second).companion.port != st.wc().companion.port
+
+    lock_file = st.wc(second).companion.lock_file
+    st.editor.close_window(second)
+    assert second.id() not in st.plugin._companions
+    assert not os.path.exists(lock_file)
+
+
+def test_plugin_unloaded_closes_every_companion(st):
+    lock_file = st.wc().companion.lock_file
+    st.plugin.plugin_unloaded()
+    assert st.plugin._companions == {}
+    assert not os.path.exists(lock_file)
+
+
+def test_file_events_map_to_library_calls(st, workspace):
+    rec = st.record()
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    assert rec.events() == [
+        ("file_opened", main),
+        ("file_focused", main),
+        ("set_cursor", main, 1, 1),
+        ("set_selection", main, None),
+    ]
+    del rec.calls[:]
+
+    st.editor.move_cursor(view, 2, 0, select_to=(2, 5))  # "print" on line 3
+    assert rec.events() == [("set_cursor", main, 3, 6), ("set_selection", main, "print")]
+    f = rec.context()["workspaceState"]["openFiles"][0]
+    assert f["path"] == main and f["isActive"] is True
+    assert f["cursor"] == {"line": 3, "character": 6} and f["selectedText"] == "print"
+
+    readme = os.path.join(workspace, "README.md")
+    st.editor.open_file(st.window, readme)
+    del rec.calls[:]
+    st.window.focus_view(view)  # back to main.py
+    assert rec.events()[0] == ("file_focused", main)
+
+    del rec.calls[:]
+    view.close()
+    assert ("file_closed", main) in rec.events()
+    paths = [x["path"] for x in rec.context()["workspaceState"]["openFiles"]]
+    assert paths == [readme]
+
+
+def test_multiple_and_huge_selections(st, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text("abc\n" + "x" * 100000 + "\n", encoding="utf-8")
+    rec = st.record()
+    view = st.editor.open_file(st.window, str(big))
+    view.sel().clear()
+    view.sel().add(sublime.Region(0, 1))
+    view.sel().add(sublime.Region(2, 3))
+    sublime_plugin.emit("on_selection_modified", view)
+    assert rec.events()[-1] == ("set_selection", str(big), "a\nc")
+
+    view.sel().clear()
+    view.sel().add(sublime.Region(0, view.size()))  # select all
+    del rec.calls[:]
+    sublime_plugin.emit("on_selection_modified", view)
+    sent = rec.events()[-1][2]
+    assert 16384 < len(sent) <= st.plugin.MAX_SELECTION_CHARS  # not the whole buffer
+    text = rec.context()["workspaceState"]["openFiles"][0]["selectedText"]
+    assert text.endswith("... [TRUNCATED]") and len(text) <= 16384
+
+
+def test_views_without_a_file_on_disk_are_ignored(st, workspace):
+    rec = st.record()
+    scratch = st.window.new_file()
+    st.editor.type_text(scratch, "unsaved text")
+    st.editor.move_cursor(scratch, 0, 3)
+    st.window.create_output_panel("exec")
+    assert rec.events() == []
+
+    # saving it makes it a file: now it is reported
+    path = os.path.join(workspace, "new.txt")
+    st.editor.save(scratch, path)
+    assert ("file_opened", path) in rec.events()
+    assert ("file_focused", path) in rec.events()
+
+
+def test_save_as_and_side_bar_rename_are_renames(st, workspace):
+    rec = st.record()
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    del rec.calls[:]
+
+    saved_as = os.path.join(workspace, "saved_as.py")
+    st.editor.save(view, saved_as)
+    assert rec.events()[0] == ("file_renamed", main, saved_as)
+
+    del rec.calls[:]
+    moved = os.path.join(workspace, "moved.py")
+    st.editor.rename(st.window, view, moved)
+    assert ("file_renamed", saved_as, moved) in rec.events()
+    f = rec.context()["workspaceState"]["openFiles"][0]
+    assert f["path"] == moved and f["isActive"] is True
+
+
+def test_folder_changes_update_workspace_roots(st, workspace, tmp_path):
+    other = tmp_path / "second"
+    other.mkdir()
+    view = st.editor.open_file(st.window, os.path.join(workspace, "main.py"))
+
+    # a folder added (no event of its own): noticed on the next activation
+    st.window._folders = [workspace, str(other)]
+    sublime_plugin.emit("on_activated", view)
+    assert st.lock()["workspacePath"] == os.pathsep.join([workspace, str(other)])
+    assert st.wc().companion.terminal_env()["QWEN_CODE_IDE_WORKSPACE_PATH"] == os.pathsep.join(
+        [workspace, str(other)]
+    )
+
+    # after a window command (remove folder, open project...)
+    st.window._folders = [str(other)]
+    st.window.run_command("remove_folder", {"dirs": [workspace]})
+    assert st.lock()["workspacePath"] == str(other)
+
+    # and by the periodic check, with no event at all
+    st.window._folders = [workspace]
+    sublime.pump(advance=3.0)
+    assert st.lock()["workspacePath"] == workspace
+
+
+def test_show_env_command_copies_export_lines(st, workspace):
+    st.window.run_command("qwen_companion_show_env")
+    port = st.wc().companion.port
+    clip = sublime.get_clipboard()
+    assert "export QWEN_CODE_IDE_SERVER_PORT={}\n".format(port) in clip
+    assert "export QWEN_CODE_IDE_WORKSPACE_PATH={}\n".format(workspace) in clip
+    panel = st.window.find_output_panel("qwen_companion")
+    assert clip in panel.substr(sublime.Region(0, panel.size()))
+    assert ("show_panel", {"panel": "output.qwen_companion"}) in st.window.commands
+
+
+def test_env_lines_quote_for_the_shell(st):
+    lines = st.plugin.env_lines({"QWEN_CODE_IDE_WORKSPACE_PATH": "/a b/c:/d'e", "QWEN_CODE_IDE_SERVER_PORT": "1"})
+    assert lines == [
+        "export QWEN_CODE_IDE_SERVER_PORT=1",
+        "export QWEN_CODE_IDE_WORKSPACE_PATH='/a b/c:/d'\"'\"'e'",
+    ]
+
+
+def test_terminus_terminals_get_the_env(st, workspace):
+    sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
+    port = str(st.wc().companion.port)
+
+    st.window.run_command("terminus_open", {"cmd": ["bash"]})
+    name, args = st.window.commands[-1]
+    assert name == "terminus_open" and args["cmd"] == ["bash"]
+    assert args["env"]["QWEN_CODE_IDE_SERVER_PORT"] == port
+    assert args["env"]["QWEN_CODE_IDE_WORKSPACE_PATH"] == workspace
+
+    # the plugin's own command: Terminus with the env, in the first folder
+    sublime.load_settings("QwenCompanion.sublime-settings").set("terminal_cmd", ["qwen"])
+    st.window.run_command("qwen_companion_open_terminal")
+    name, args = st.window.commands[-1]
+    assert name == "terminus_open"
+    assert args["cmd"] == ["qwen"] and args["cwd"] == workspace and args["title"] == "Qwen Code"
+    assert args["env"]["QWEN_CODE_IDE_SERVER_PORT"] == port
+
+    # a terminal that already sets the port is left alone; injection can be turned off
+    st.window.run_command("terminus_open", {"env": {"QWEN_CODE_IDE_SERVER_PORT": "1"}})
+    assert st.window.commands[-1][1]["env"] == {"QWEN_CODE_IDE_SERVER_PORT": "1"}
+    sublime.load_settings("QwenCompanion.sublime-settings").set("terminus_inject_env", False)
+    st.window.run_command("terminus_open", {"cmd": ["bash"]})
+    assert "env" not in st.window.commands[-1][1]
+
+
+def test_context_reaches_an_mcp_client(st, workspace, mcp_connect):
+    client = mcp_connect(st.wc().companion.lock_file)
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    st.editor.move_cursor(view, 2, 0, select_to=(2, 5))
+
+    def selected(params):
+        files = params["workspaceState"]["openFiles"]
+        return files and files[0].get("selectedText") == "print"
+
+    params = client.wait_notification("ide/contextUpdate", selected)
+    f = params["workspaceState"]["openFiles"][0]
+    assert f["path"] == main and f["isActive"] is True and f["cursor"] == {"line": 3, "character": 6}
+
+
+# -- the diff flow ------------------------------------------------------------
+
+PROPOSED = "import os\nimport sys\n\nprint('hello', sys.argv)\n"
+
+
+def open_diff(st, client, path, content=PROPOSED):
+    result = client.call_tool("openDiff", {"filePath": path, "newContent": content})
+    assert not result.is_error, result
+    assert result.content == []
+
+
+def test_diff_accept_sends_the_edited_buffer(st, workspace, mcp_connect):
+    main = os.path.join(workspace, "main.py")
+    original = open(main, encoding="utf-8").read()
+    source = st.editor.open_file(st.window, main)
+    client = mcp_connect(st.wc().companion.lock_file)
+    rec = st.record()
+
+    open_diff(st, client, main)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    assert st.window.active_view() is view
+    assert view.is_scratch() and view.name() == "Proposed: main.py"
+    assert view.substr(sublime.Region(0, view.size())) == PROPOSED
+    assert view.reference_document == original  # Sublime Text 4 diff against the file on disk
+    assert view.syntax().path.endswith("Python.sublime-syntax")
+    assert view.file_name() is None
+    assert any("Accept or Reject" in m for m in sublime.status_messages)
+    # the diff view is not an editor file: focusing it changes nothing
+    assert not [c for c in rec.events() if c[0] == "file_focused"]
+
+    st.editor.type_text(view, "# reviewed in Sublime\n")  # the user edits the proposal
+    view.run_command("qwen_companion_accept_diff")
+
+    params = client.wait_notification("ide/diffAccepted")
+    assert params == {"filePath": main, "content": PROPOSED + "# reviewed in Sublime\n"}
+    assert not view.is_valid() and st.diff_views() == []
+    assert open(main, encoding="utf-8").read() == original  # the CLI writes the file, not us
+    assert ("diff_accept", main, PROPOSED + "# reviewed in Sublime\n") in rec.events()
+    assert not [m for m, _ in client.drain() if m in ("ide/diffClosed", "ide/diffRejected")]
+    assert source.is_valid()
+
+
+def test_diff_reject(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "brand_new.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    assert view.reference_document == ""  # a new file: everything is added
+    view.run_command("qwen_companion_reject_diff")
+    assert client.wait_notification("ide/diffRejected") == {"filePath": path}
+    assert not view.is_valid()
+
+
+def test_accept_and_reject_only_in_diff_views(st, workspace):
+    view = st.editor.open_file(st.window, os.path.join(workspace, "main.py"))
+    rec = st.record()
+    view.run_command("qwen_companion_accept_diff")
+    view.run_command("qwen_companion_reject_diff")
+    assert rec.events() == [] and view.is_valid()
+
+
+def test_closing_the_diff_view_is_diff_closed(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    st.diff_views()[0].close()
+    assert client.wait_notification("ide/diffClosed")["filePath"] == path
+
+
+def test_cli_close_diff_returns_the_edited_buffer(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    st.editor.type_text(view, "# edit\n")
+
+    result = client.call_tool("closeDiff", {"filePath": path, "suppressNotification": True})
+    assert not result.is_error
+    assert json.loads(result.content[0].text) == {"content": PROPOSED + "# edit\n"}
+    assert st.pump_until(lambda: not view.is_valid())
+    sublime.pump(timeout=0.2)
+    assert not [m for m, _ in client.drain() if m.startswith("ide/diff")]
+
+
+def test_cli_close_diff_before_the_view_exists(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)  # the view is only queued for the UI thread
+    result = client.call_tool("closeDiff", {"filePath": path, "suppressNotification": True})
+    assert json.loads(result.content[0].text) == {"content": PROPOSED}
+    sublime.pump(timeout=0.2)
+    assert st.diff_views() == []
+
+
+def test_a_new_proposal_reuses_the_open_diff_view(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "first\n")
+    assert st.pump_until(lambda: st.diff_views())
+    open_diff(st, client, path, "second\n")
+    assert st.pump_until(lambda: st.diff_views()[0].substr(sublime.Region(0, 7)) == "second\n")
+    assert len(st.diff_views()) == 1
+
+
+def test_crlf_proposals_keep_their_line_endings(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "dos.txt")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "a\r\nb\r\n")
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    assert view.substr(sublime.Region(0, view.size())) == "a\nb\n"
+    assert view.line_endings() == "Windows"
+    st.editor.type_text(view, "c\n")
+    view.run_command("qwen_companion_accept_diff")
+    assert client.wait_notification("ide/diffAccepted")["content"] == "a\r\nb\r\nc\r\n"
+
+
+def test_closing_the_window_closes_its_companion_and_diffs(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    lock_file = st.wc().companion.lock_file
+    client = mcp_connect(lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    window = st.window
+    st.editor.close_window(window)
+    assert not os.path.exists(lock_file)
+    assert window.id() not in st.plugin._companions
+
+
+# -- finding the binding ----------------------------------------------------
+
+IMPORT_CHECK = r"""
+import importlib.util, os, sys
+sys.path.insert(0, {stubs!r})
+import sublime
+settings = sublime.load_settings("QwenCompanion.sublime-settings")
+if {binding_path!r}:
+    settings.set("binding_path", {binding_path!r})
+spec = importlib.util.spec_from_file_location("plugin_under_test", {plugin!r})
+plugin = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plugin)
+qc = plugin.import_binding()
+print(os.path.dirname(os.path.dirname(os.path.abspath(qc.__file__))))
+"""
+
+
+@pytest.mark.parametrize("binding_path", [BINDING_DIR, None], ids=["setting", "repository-checkout"])
+def test_plugin_finds_the_binding(binding_path, tmp_path):
+    code = IMPORT_CHECK.format(stubs=STUBS, binding_path=binding_path, plugin=PLUGIN_FILE)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == BINDING_DIR
+
+
+INSTALLED_CHECK = r"""
+import importlib.util, os, sys
+sys.path.insert(0, {stubs!r})
+import sublime
+spec = importlib.util.spec_from_file_location("plugin_under_test", {plugin!r})
+plugin = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plugin)
+qc = plugin.import_binding()
+print(os.path.abspath(qc.__file__))
+print(os.path.abspath(qc.load_library().path))
+"""
+
+
+def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
+    packages = tmp_path / "Packages"
+    env = dict(os.environ, QWEN_COMPANION_LIB=lib_path)
+    subprocess.run(
+        ["bash", os.path.join(os.path.dirname(SUBLIME_PACKAGE_DIR), "install.sh"), str(packages)],
+        check=True,
+        env=env,
+        stdout=subprocess.PIPE,
+    )
+    pkg = packages / "QwenCompanion"
+    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap"):
+        assert (pkg / name).is_file(), name
+    assert (pkg / ".python-version").read_text().strip() == "3.8"
+
+    env.pop("QWEN_COMPANION_LIB")
+    env.pop("PYTHONPATH", None)
+    code = INSTALLED_CHECK.format(stubs=STUBS, plugin=str(pkg / "plugin.py"))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )
+    assert out.returncode == 0, out.stderr
+    binding_file, library = out.stdout.split()
+    assert binding_file == str(pkg / "vendor" / "qwen_companion" / "__init__.py")
+    assert library == str(pkg / "vendor" / os.path.basename(lib_path))
