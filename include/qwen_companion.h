@@ -384,6 +384,41 @@ qc_status qc_companion_set_close_diff_callback(qc_companion *c,
 qc_status qc_reply_set_text(qc_reply *reply, const char *text, size_t len, char **error);
 
 /**
+ * Switches the companion to pull mode, for hosts that must not be called on
+ * a library thread (LuaJIT, single-threaded event loops): from now on
+ * openDiff/closeDiff requests are queued as events instead of calling the
+ * diff callbacks. `*out_fd` receives a file descriptor, owned by the
+ * library (do not close it; valid until `qc_companion_free`), that is
+ * readable while events wait: watch it with your event loop, then call
+ * `qc_companion_next_event` until it gives NULL. Calling it again returns
+ * the same fd.
+ */
+qc_status qc_companion_enable_events(qc_companion *c, int32_t *out_fd, char **error);
+
+/**
+ * Takes the next queued event (pull mode). `*out_json` receives an owned JSON
+ * object (free with `qc_string_free`), or NULL when no event waits:
+ * `{"type":"openDiff","id":N,"filePath":…,"newContent":…}` or
+ * `{"type":"closeDiff","id":N,"filePath":…}`. Answer each request with
+ * `qc_companion_respond` within 30 s (after that the CLI gets an error).
+ * `QC_REFUSED` when pull mode is not enabled.
+ */
+qc_status qc_companion_next_event(qc_companion *c, char **out_json, char **error);
+
+/**
+ * Answers the pulled request `id`. `ok` non-zero: openDiff — the diff is
+ * shown; closeDiff — closed, with `text` (`len` bytes, borrowed; NULL =
+ * none) as the final buffer text. `ok` zero: refused, `text` is the message.
+ * `QC_NOT_FOUND` for an unknown, already answered or timed-out id.
+ */
+qc_status qc_companion_respond(qc_companion *c,
+                               uint64_t id,
+                               int32_t ok,
+                               const char *text,
+                               size_t len,
+                               char **error);
+
+/**
  * Returns the library version, e.g. `"0.1.0"`. The string is static: do not free it.
  */
 const char *qc_version(void);

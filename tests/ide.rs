@@ -722,3 +722,88 @@ fn diff_result_reaches_a_client_still_connecting() {
     let sb = b.open_stream();
     assert!(sb.next_method("ide/diffAccepted", SEC).is_some());
 }
+
+#[test]
+fn pull_mode_events_and_answers() {
+    let (f, mut c, s) = connected();
+    let fd = f.companion.enable_event_queue().unwrap();
+    assert_eq!(f.companion.enable_event_queue().unwrap(), fd);
+    let readable = |fd: i32| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    };
+    assert!(!readable(fd));
+    assert!(f.companion.poll_event().unwrap().is_none());
+    let p = f.ws.path().join("pull.txt").to_string_lossy().into_owned();
+    let port = c.port;
+    let token = c.token.clone();
+    let session = c.session.clone();
+    let caller = std::thread::spawn(move || {
+        let mut c2 = Client::new(port, &token);
+        c2.session = session;
+        c2.tool("openDiff", json!({"filePath": p, "newContent": "PULLED"}))
+    });
+    assert!(wait_until(SEC, || readable(fd)));
+    let e = f.companion.poll_event().unwrap().expect("event");
+    assert_eq!(e["type"], "openDiff");
+    assert_eq!(e["newContent"], "PULLED");
+    assert!(!readable(fd), "drained once empty");
+    let id = e["id"].as_u64().unwrap();
+    f.companion.respond(id, Ok(None)).unwrap();
+    assert_eq!(
+        f.companion.respond(id, Ok(None)).unwrap_err().status,
+        Status::NotFound
+    );
+    let r = caller.join().unwrap();
+    assert_eq!(r["content"], json!([]));
+    // The callback is not used in pull mode.
+    assert!(f.opened.lock().unwrap().is_empty());
+    // closeDiff through the queue, answered with the edited text.
+    let path = e["filePath"].as_str().unwrap().to_string();
+    let (port, token, session) = (c.port, c.token.clone(), c.session.clone());
+    let q = path.clone();
+    let closer = std::thread::spawn(move || {
+        let mut c2 = Client::new(port, &token);
+        c2.session = session;
+        c2.tool(
+            "closeDiff",
+            json!({"filePath": q, "suppressNotification": true}),
+        )
+    });
+    assert!(wait_until(SEC, || readable(fd)));
+    let e = f.companion.poll_event().unwrap().unwrap();
+    assert_eq!(
+        e,
+        json!({"type": "closeDiff", "id": e["id"], "filePath": path})
+    );
+    f.companion
+        .respond(e["id"].as_u64().unwrap(), Ok(Some("EDITED".into())))
+        .unwrap();
+    let r = closer.join().unwrap();
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"content": "EDITED"})
+    );
+    // A refusal.
+    let (port, token, session) = (c.port, c.token.clone(), c.session.clone());
+    let refused = std::thread::spawn(move || {
+        let mut c2 = Client::new(port, &token);
+        c2.session = session;
+        c2.tool("openDiff", json!({"filePath": "/abs/r", "newContent": "x"}))
+    });
+    assert!(wait_until(SEC, || readable(fd)));
+    let e = f.companion.poll_event().unwrap().unwrap();
+    f.companion
+        .respond(e["id"].as_u64().unwrap(), Err("not now".into()))
+        .unwrap();
+    let r = refused.join().unwrap();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["content"][0]["text"], "not now");
+    drop(s);
+    let _ = c.call("tools/list", json!({}));
+}

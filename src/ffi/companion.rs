@@ -572,3 +572,81 @@ pub unsafe extern "C" fn qc_reply_set_text(
         Ok(())
     })
 }
+
+/// Switches the companion to pull mode, for hosts that must not be called on
+/// a library thread (LuaJIT, single-threaded event loops): from now on
+/// openDiff/closeDiff requests are queued as events instead of calling the
+/// diff callbacks. `*out_fd` receives a file descriptor, owned by the
+/// library (do not close it; valid until `qc_companion_free`), that is
+/// readable while events wait: watch it with your event loop, then call
+/// `qc_companion_next_event` until it gives NULL. Calling it again returns
+/// the same fd.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_enable_events(
+    c: *mut qc_companion,
+    out_fd: *mut i32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out_fd, "out_fd")?;
+        let fd = companion(c)?.enable_event_queue()?;
+        // SAFETY: checked non-NULL.
+        unsafe { *out_fd = fd };
+        Ok(())
+    })
+}
+
+/// Takes the next queued event (pull mode). `*out_json` receives an owned JSON
+/// object (free with `qc_string_free`), or NULL when no event waits:
+/// `{"type":"openDiff","id":N,"filePath":…,"newContent":…}` or
+/// `{"type":"closeDiff","id":N,"filePath":…}`. Answer each request with
+/// `qc_companion_respond` within 30 s (after that the CLI gets an error).
+/// `QC_REFUSED` when pull mode is not enabled.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_next_event(
+    c: *mut qc_companion,
+    out_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out_json, "out_json")?;
+        let event = companion(c)?.poll_event()?;
+        // SAFETY: checked non-NULL.
+        unsafe {
+            *out_json = match event {
+                Some(e) => to_c_string(e.to_string()),
+                None => std::ptr::null_mut(),
+            }
+        };
+        Ok(())
+    })
+}
+
+/// Answers the pulled request `id`. `ok` non-zero: openDiff — the diff is
+/// shown; closeDiff — closed, with `text` (`len` bytes, borrowed; NULL =
+/// none) as the final buffer text. `ok` zero: refused, `text` is the message.
+/// `QC_NOT_FOUND` for an unknown, already answered or timed-out id.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_respond(
+    c: *mut qc_companion,
+    id: u64,
+    ok: i32,
+    text: *const c_char,
+    len: usize,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let c = companion(c)?;
+        let text = if text.is_null() {
+            None
+        } else {
+            Some(text_arg(text, len, "text")?.to_string())
+        };
+        let answer = if ok != 0 {
+            Ok(text)
+        } else {
+            Err(text.unwrap_or_else(|| "the IDE refused the request".to_string()))
+        };
+        c.respond(id, answer)
+    })
+}

@@ -5,6 +5,7 @@
 //! [`Companion`] is the Rust API; `crate::ffi` wraps it for C.
 
 pub mod context;
+pub mod events;
 pub mod hub;
 pub mod lockfile;
 pub mod server;
@@ -232,7 +233,17 @@ pub struct Inner {
     next_diff_id: AtomicU64,
     running: Mutex<Option<Running>>,
     context_changed: Arc<Notify>,
+    events: Mutex<Option<events::EventQueue>>,
 }
+
+/// A question for the host (answered by a callback or through the event queue).
+pub(crate) enum HostRequest {
+    OpenDiff { path: String, content: String },
+    CloseDiff { path: String },
+}
+
+/// How long a host may take to answer a request.
+pub(crate) const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -266,6 +277,52 @@ impl Inner {
         (state.version, state.normalized(context::is_real_file))
     }
 
+    /// Asks the host: through the event queue when the host pulls events,
+    /// else through its callback on the callback thread. `None` when the host
+    /// has neither for this request.
+    pub(crate) async fn ask_host(&self, request: HostRequest) -> Option<events::Answer> {
+        let answer = {
+            let mut events = lock(&self.events);
+            match events.as_mut() {
+                Some(q) => {
+                    q.prune();
+                    let event = match &request {
+                        HostRequest::OpenDiff { path, content } => {
+                            json!({"type": "openDiff", "filePath": path, "newContent": content})
+                        }
+                        HostRequest::CloseDiff { path } => {
+                            json!({"type": "closeDiff", "filePath": path})
+                        }
+                    };
+                    match q.request(event) {
+                        Ok(rx) => rx,
+                        Err(message) => return Some(Err(message)),
+                    }
+                }
+                None => match request {
+                    HostRequest::OpenDiff { path, content } => {
+                        let cb = self.open_diff_cb.get()?;
+                        let rx = self
+                            .dispatcher
+                            .call(move || cb(&path, &content).map(|()| None));
+                        rx
+                    }
+                    HostRequest::CloseDiff { path } => {
+                        let cb = self.close_diff_cb.get()?;
+                        self.dispatcher.call(move || cb(&path))
+                    }
+                },
+            }
+        };
+        Some(
+            match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(_)) => Err("the companion is shutting down".to_string()),
+                Err(_) => Err("the IDE did not answer within 30 s".to_string()),
+            },
+        )
+    }
+
     fn hub(&self) -> Option<Arc<Hub>> {
         lock(&self.running).as_ref().map(|r| r.hub.clone())
     }
@@ -296,6 +353,7 @@ impl Companion {
                 next_diff_id: AtomicU64::new(1),
                 running: Mutex::new(None),
                 context_changed: Arc::new(Notify::new()),
+                events: Mutex::new(None),
             }),
         })
     }
@@ -308,6 +366,37 @@ impl Companion {
     }
     pub fn set_close_diff_callback(&self, cb: Option<Arc<CloseDiffFn>>) {
         self.inner.close_diff_cb.set(cb);
+    }
+
+    /// Switches to pull mode: openDiff/closeDiff requests are queued as JSON
+    /// events instead of calling the callbacks. Returns the fd that is
+    /// readable while events wait (the same fd on every call).
+    pub fn enable_event_queue(&self) -> Result<std::os::fd::RawFd> {
+        let mut events = lock(&self.inner.events);
+        if events.is_none() {
+            *events = Some(events::EventQueue::new()?);
+        }
+        Ok(events.as_ref().expect("just set").fd())
+    }
+
+    /// The next pulled event (`None` when none waits). Requests carry an
+    /// `"id"` to answer with [`Companion::respond`].
+    pub fn poll_event(&self) -> Result<Option<Value>> {
+        let mut events = lock(&self.inner.events);
+        let q = events
+            .as_mut()
+            .ok_or_else(|| Error::new(Status::Refused, "the event queue is not enabled"))?;
+        Ok(q.pop())
+    }
+
+    /// Answers a pulled request: `Ok(text)` (openDiff: shown; closeDiff: the
+    /// final text or `None`) or `Err(message)` to refuse.
+    pub fn respond(&self, id: u64, answer: events::Answer) -> Result<()> {
+        let mut events = lock(&self.inner.events);
+        let q = events
+            .as_mut()
+            .ok_or_else(|| Error::new(Status::Refused, "the event queue is not enabled"))?;
+        q.respond(id, answer)
     }
 
     /// True when called on this companion's callback thread.

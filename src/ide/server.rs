@@ -25,10 +25,8 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::{Hub, Notification};
-use super::Inner;
+use super::{HostRequest, Inner};
 
-/// How long a host callback may take to answer openDiff/closeDiff.
-const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Per-server state shared by the HTTP guard and the MCP handler.
@@ -285,17 +283,17 @@ impl IdeMcp {
             return tool_error("newContent (string) is required");
         };
         let inner = &self.state.inner;
-        let Some(callback) = inner.open_diff_cb.get() else {
-            return tool_error("this IDE has no diff view (no open-diff callback is set)");
-        };
         let id = inner.diffs_open(&path, new_content.clone());
-        let (p, c) = (path.clone(), new_content.clone());
-        let answer = inner.dispatcher.call(move || callback(&p, &c));
-        let outcome = match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(message))) => Err(message),
-            Ok(Err(_)) => Err("the companion is shutting down".to_string()),
-            Err(_) => Err("the IDE did not answer within 30 s".to_string()),
+        let outcome = match inner
+            .ask_host(HostRequest::OpenDiff {
+                path: path.clone(),
+                content: new_content.clone(),
+            })
+            .await
+        {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(message)) => Err(message),
+            None => Err("this IDE has no diff view (no open-diff callback is set)".to_string()),
         };
         match outcome {
             Ok(()) => {
@@ -324,18 +322,13 @@ impl IdeMcp {
                 json!({"content": null}).to_string(),
             )]);
         };
-        let content = match inner.close_diff_cb.get() {
+        let content = match inner
+            .ask_host(HostRequest::CloseDiff { path: path.clone() })
+            .await
+        {
             None => Some(proposed),
-            Some(callback) => {
-                let p = path.clone();
-                let answer = inner.dispatcher.call(move || callback(&p));
-                match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
-                    Ok(Ok(Ok(text))) => text,
-                    Ok(Ok(Err(message))) => return tool_error(message),
-                    Ok(Err(_)) => return tool_error("the companion is shutting down"),
-                    Err(_) => return tool_error("the IDE did not answer within 30 s"),
-                }
-            }
+            Some(Ok(text)) => text,
+            Some(Err(message)) => return tool_error(message),
         };
         if !suppress {
             self.state.hub.broadcast(Notification::new(

@@ -1,0 +1,131 @@
+//! Pull-mode events: for hosts that must not be called on a foreign thread
+//! (LuaJIT, some UI toolkits), requests are queued instead of calling the
+//! callbacks. The host watches a pipe that is readable while events wait,
+//! pulls them as JSON and answers requests by id.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result, Status};
+
+/// The host's answer to a request: `Ok(text)` or `Err(message)`.
+pub type Answer = std::result::Result<Option<String>, String>;
+
+/// Most events that may wait; a request beyond it is answered with an error.
+const MAX_QUEUED: usize = 1024;
+
+pub struct EventQueue {
+    queue: VecDeque<Value>,
+    pending: HashMap<u64, oneshot::Sender<Answer>>,
+    next_id: u64,
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl EventQueue {
+    pub fn new() -> Result<EventQueue> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two fds into the array.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if rc != 0 {
+            return Err(Error::io("pipe2", std::io::Error::last_os_error()));
+        }
+        // SAFETY: both fds were just created and are owned here.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(EventQueue {
+            queue: VecDeque::new(),
+            pending: HashMap::new(),
+            next_id: 1,
+            read,
+            write,
+        })
+    }
+
+    /// The fd the host watches for readability.
+    pub fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    fn signal(&self) {
+        let b = [1u8];
+        // SAFETY: writing one byte to our own non-blocking pipe; a full pipe is fine
+        // (it is readable already).
+        unsafe { libc::write(self.write.as_raw_fd(), b.as_ptr() as *const libc::c_void, 1) };
+    }
+
+    fn drain(&self) {
+        let mut buf = [0u8; 256];
+        // SAFETY: reading into a local buffer from our own non-blocking pipe.
+        while unsafe {
+            libc::read(
+                self.read.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        } > 0
+        {}
+    }
+
+    /// Queues a notification-like event (no answer expected).
+    pub fn push(&mut self, event: Value) -> bool {
+        if self.queue.len() >= MAX_QUEUED {
+            return false;
+        }
+        self.queue.push_back(event);
+        self.signal();
+        true
+    }
+
+    /// Queues a request; the returned receiver yields the host's answer.
+    /// `event` gets an `"id"` field.
+    pub fn request(
+        &mut self,
+        mut event: Value,
+    ) -> std::result::Result<oneshot::Receiver<Answer>, String> {
+        if self.queue.len() >= MAX_QUEUED {
+            return Err("the IDE is not reading its events".into());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        if let Value::Object(m) = &mut event {
+            m.insert("id".into(), Value::from(id));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(id, tx);
+        self.queue.push_back(event);
+        self.signal();
+        Ok(rx)
+    }
+
+    /// Takes the next event, if any.
+    pub fn pop(&mut self) -> Option<Value> {
+        let e = self.queue.pop_front();
+        if self.queue.is_empty() {
+            self.drain();
+        }
+        e
+    }
+
+    /// Answers request `id`.
+    pub fn respond(&mut self, id: u64, answer: Answer) -> Result<()> {
+        match self.pending.remove(&id) {
+            Some(tx) => {
+                // The requester may have timed out; that is not the host's error.
+                let _ = tx.send(answer);
+                Ok(())
+            }
+            None => Err(Error::new(
+                Status::NotFound,
+                format!("no pending request with id {id} (already answered or timed out)"),
+            )),
+        }
+    }
+
+    /// Forgets requests whose requester gave up.
+    pub fn prune(&mut self) {
+        self.pending.retain(|_, tx| !tx.is_closed());
+    }
+}
