@@ -302,10 +302,8 @@ impl Inner {
                 None => match request {
                     HostRequest::OpenDiff { path, content } => {
                         let cb = self.open_diff_cb.get()?;
-                        let rx = self
-                            .dispatcher
-                            .call(move || cb(&path, &content).map(|()| None));
-                        rx
+                        self.dispatcher
+                            .call(move || cb(&path, &content).map(|()| None))
                     }
                     HostRequest::CloseDiff { path } => {
                         let cb = self.close_diff_cb.get()?;

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds and tests the Kotlin binding and the IntelliJ plugin's IDE-independent
+# core against the real library, with Debian's kotlin + libjna-java (no Gradle,
+# no Maven Central).
+#
+#   bindings/kotlin/run-tests.sh            # everything
+#   bindings/kotlin/run-tests.sh binding    # one suite: binding | json | intellij
+#
+# Outputs go to target/kotlin/:
+#   qwen-companion-kotlin.jar   the binding (needs jna.jar + kotlin-stdlib at run time)
+#   tests.jar                   the IntelliJ core + the test program
+#   ij-glue/                    the IntelliJ glue type-checked against API stubs (not a plugin)
+# Environment: KOTLINC (default kotlinc), JAVA (default java),
+#   QC_KOTLIN_REBUILD=1 to recompile even when the jars are newer than the sources.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+OUT="$ROOT/target/kotlin"
+LIB="$ROOT/target/release/libqwen_companion.so"
+JNA=/usr/share/java/jna.jar
+STDLIB=/usr/share/java/kotlin-stdlib.jar
+KOTLINC="${KOTLINC:-kotlinc}"
+JAVA="${JAVA:-java}"
+
+log() { printf '[run-tests] %s\n' "$*" >&2; }
+
+# 1. Toolchain: Debian's kotlin (kotlinc 1.3.x) and libjna-java.
+if ! command -v "$KOTLINC" >/dev/null 2>&1 || [ ! -f "$JNA" ] || [ ! -f "$STDLIB" ]; then
+    log "installing kotlin and libjna-java with apt-get"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kotlin libjna-java >/dev/null
+fi
+
+# 2. The library.
+if [ ! -f "$LIB" ]; then
+    log "building the library (cargo build --release)"
+    cargo build --release
+fi
+
+# 3. Compile (two kotlinc runs: kotlinc is slow, keep units few).
+mkdir -p "$OUT"
+BINDING_SRC=(bindings/kotlin/src)
+TEST_SRC=(examples/intellij/src/main/kotlin/qwen/companion/intellij/core tests/kotlin)
+KFLAGS=(-jvm-target 1.8 -nowarn)
+
+newer_than() { # newer_than JAR DIR... : true if some source is newer than JAR (or JAR missing)
+    local jar="$1"; shift
+    [ ! -f "$jar" ] && return 0
+    [ -n "$(find "$@" -name '*.kt' -newer "$jar" -print -quit)" ]
+}
+
+compile() { # compile JAR CLASSPATH SRC...
+    local jar="$1" cp="$2"; shift 2
+    local tmp="$jar.tmp.jar"
+    rm -f "$tmp"
+    # kotlinc 1.3 prints a harmless -Xverify:none warning on JDK 13+.
+    "$KOTLINC" "${KFLAGS[@]}" -cp "$cp" -d "$tmp" "$@" 2> >(grep -v -e 'Xverify:none' -e '^$' >&2)
+    mv -f "$tmp" "$jar"
+}
+
+BINDING_JAR="$OUT/qwen-companion-kotlin.jar"
+TESTS_JAR="$OUT/tests.jar"
+if [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$BINDING_JAR" "${BINDING_SRC[@]}"; then
+    log "compiling the binding -> $BINDING_JAR"
+    compile "$BINDING_JAR" "$JNA" "${BINDING_SRC[@]}"
+    rm -f "$TESTS_JAR"
+fi
+if [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$TESTS_JAR" "${TEST_SRC[@]}"; then
+    log "compiling the IntelliJ core + tests -> $TESTS_JAR"
+    # -Xfriend-paths: the tests may use the binding's `internal` declarations (HandleGuard).
+    KFLAGS+=("-Xfriend-paths=$BINDING_JAR")
+    compile "$TESTS_JAR" "$JNA:$BINDING_JAR" "${TEST_SRC[@]}"
+fi
+
+# 4. Type-check the IntelliJ platform glue against hand-written API stubs
+#    (catches Kotlin mistakes; it is not a real platform build). Skip with
+#    QC_KOTLIN_GLUE_CHECK=0.
+GLUE_SRC=(examples/intellij/src/main/kotlin)
+GLUE_STAMP="$OUT/intellij-glue.checked"
+if [ "${QC_KOTLIN_GLUE_CHECK:-1}" = 1 ] && { [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$GLUE_STAMP" "${GLUE_SRC[@]}" || [ tests/kotlin/intellij_api_stubs.py -nt "$GLUE_STAMP" ] || [ "$BINDING_JAR" -nt "$GLUE_STAMP" ]; }; then
+    log "type-checking the IntelliJ glue against API stubs"
+    rm -rf "$OUT/ij-stubs" "$OUT/ij-glue"
+    python3 tests/kotlin/intellij_api_stubs.py "$OUT/ij-stubs"
+    "$KOTLINC" "${KFLAGS[@]}" -cp "$JNA:$BINDING_JAR" -d "$OUT/ij-glue" "$OUT/ij-stubs" "${GLUE_SRC[@]}" \
+        2> >(grep -v -e 'Xverify:none' -e '^$' >&2)
+    touch "$GLUE_STAMP"
+fi
+
+# 5. Run. The library is found through jna.library.path (the binding's
+#    default lookup); qc.test.lib is only used by the explicit-path test.
+log "running (library $LIB)"
+set +e
+timeout 300 "$JAVA" \
+    -Djna.library.path="$ROOT/target/release" \
+    -Dqc.test.lib="$LIB" \
+    -cp "$TESTS_JAR:$BINDING_JAR:$JNA:$STDLIB" \
+    qwen.companion.tests.MainKt "$@"
+rc=$?
+set -e
+if [ $rc -eq 124 ]; then echo "kotlin: 0 passed, 1 failed (timeout)"; fi
+exit $rc

@@ -1,0 +1,279 @@
+package qwen.companion
+
+import com.sun.jna.Callback
+import com.sun.jna.CallbackThreadInitializer
+import com.sun.jna.Library
+import com.sun.jna.Native
+import com.sun.jna.Pointer
+import com.sun.jna.ptr.PointerByReference
+import com.sun.jna.ptr.ShortByReference
+import java.io.File
+import java.nio.charset.StandardCharsets
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
+
+/**
+ * The raw C API of `libqwen_companion` (include/qwen_companion.h, ABI 1), one
+ * method per C function, names and argument order exactly as in C.
+ *
+ * Mapping rules (they matter; see STYLE-ANCHORS "Kotlin"):
+ * - handles (`qc_companion *`, `qc_reply *`) are [Pointer];
+ * - input strings are NUL-terminated UTF-8 [ByteArray]s built by the binding
+ *   (never `String`, so the platform charset never gets a say);
+ * - owned output strings (`char **out`, `char **error`) are
+ *   [PointerByReference], read and then freed with [qc_string_free]; static
+ *   strings (`qc_version`, `qc_status_name`) are [Pointer]s that are only read;
+ * - `uint32_t` is [Int], `uint16_t *` is [ShortByReference], `size_t` is [Long]
+ *   (64-bit; [QwenCompanionLibrary.load] refuses platforms where it is not).
+ *
+ * Use [QwenCompanion] instead; this interface is public for hosts that need a
+ * function the wrapper does not cover yet.
+ */
+@Suppress("FunctionName")
+interface QcNative : Library {
+    /** `qc_log_fn`. */
+    interface LogFn : Callback {
+        fun invoke(userData: Pointer?, level: Int, message: Pointer?)
+    }
+
+    /** `qc_free_fn`. */
+    interface FreeFn : Callback {
+        fun invoke(userData: Pointer?)
+    }
+
+    /** `qc_open_diff_fn`. */
+    interface OpenDiffFn : Callback {
+        fun invoke(userData: Pointer?, filePath: Pointer?, newContent: Pointer?, newContentLen: Long, reply: Pointer?): Int
+    }
+
+    /** `qc_close_diff_fn`. */
+    interface CloseDiffFn : Callback {
+        fun invoke(userData: Pointer?, filePath: Pointer?, reply: Pointer?): Int
+    }
+
+    fun qc_version(): Pointer?
+    fun qc_abi_version(): Int
+    fun qc_status_name(status: Int): Pointer?
+    fun qc_string_free(s: Pointer?)
+
+    fun qc_companion_new(configJson: ByteArray?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_free(c: Pointer?): Int
+    fun qc_companion_start(c: Pointer?, error: PointerByReference?): Int
+    fun qc_companion_stop(c: Pointer?, error: PointerByReference?): Int
+    fun qc_companion_port(c: Pointer?, out: ShortByReference, error: PointerByReference?): Int
+    fun qc_companion_lock_file_path(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_terminal_env_json(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_set_workspace_roots_json(c: Pointer?, rootsJson: ByteArray?, error: PointerByReference?): Int
+
+    fun qc_companion_file_opened(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
+    fun qc_companion_file_focused(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
+    fun qc_companion_file_closed(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
+
+    fun qc_companion_file_renamed(c: Pointer?, oldPath: ByteArray?, newPath: ByteArray?, error: PointerByReference?): Int
+    fun qc_companion_set_cursor(c: Pointer?, path: ByteArray?, line: Int, character: Int, error: PointerByReference?): Int
+    fun qc_companion_set_selection(c: Pointer?, path: ByteArray?, text: ByteArray?, len: Long, error: PointerByReference?): Int
+    fun qc_companion_set_trusted(c: Pointer?, trusted: Int, error: PointerByReference?): Int
+    fun qc_companion_set_context_json(c: Pointer?, ideContextJson: ByteArray?, error: PointerByReference?): Int
+    fun qc_companion_context_json(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_diff_accept(c: Pointer?, path: ByteArray?, content: ByteArray?, len: Long, error: PointerByReference?): Int
+    fun qc_companion_diff_reject(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
+    fun qc_companion_diff_closed(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
+
+    fun qc_companion_set_log_callback(c: Pointer?, cb: LogFn?, userData: Pointer?, freeUserData: FreeFn?, maxLevel: Int, error: PointerByReference?): Int
+    fun qc_companion_set_open_diff_callback(c: Pointer?, cb: OpenDiffFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_companion_set_close_diff_callback(c: Pointer?, cb: CloseDiffFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+
+    fun qc_reply_set_text(reply: Pointer?, text: ByteArray?, len: Long, error: PointerByReference?): Int
+}
+
+/**
+ * The loaded native library, checked for the ABI this binding was written for.
+ *
+ * Lookup order ([load]): an explicit path; else the `QWEN_COMPANION_LIB`
+ * environment variable (a file path); else JNA's search for
+ * `qwen_companion` (`-Djna.library.path=…`, then the system paths).
+ */
+class QwenCompanionLibrary private constructor(
+    /** The raw C API. */
+    val native: QcNative,
+    /** Where the library was loaded from (a path, or the name JNA resolved). */
+    val location: String
+) {
+    /** `qc_version()`, e.g. `"0.1.0"`. */
+    val version: String = native.qc_version()?.getString(0, UTF8) ?: "?"
+
+    /** `qc_abi_version()`. */
+    val abiVersion: Int get() = native.qc_abi_version()
+
+    /** `qc_status_name(code)`, e.g. `"QC_NOT_FOUND"` (`"QC_UNKNOWN"` for codes not in the table). */
+    fun statusName(code: Int): String = native.qc_status_name(code)?.getString(0, UTF8) ?: "QC_UNKNOWN"
+
+    /** Reads and frees an owned string (NULL gives `null`). */
+    internal fun takeString(p: Pointer?): String? {
+        if (p == null) return null
+        try {
+            return p.getString(0, UTF8)
+        } finally {
+            native.qc_string_free(p)
+        }
+    }
+
+    /**
+     * Turns a status into an exception (freeing the error string in every
+     * case). [error] is the `char **error` of that call.
+     */
+    internal fun check(function: String, status: Int, error: PointerByReference) {
+        val message = takeString(error.value)
+        if (status != 0) {
+            throw QwenCompanionException.Call(function, status, message ?: statusName(status))
+        }
+    }
+
+    override fun toString(): String = "qwen-companion $version (ABI $abiVersion) from $location"
+
+    companion object {
+        /** The `QC_ABI_VERSION` this binding was written for. */
+        const val ABI_VERSION = 1
+
+        /** Environment variable naming the library file. */
+        const val ENV_VAR = "QWEN_COMPANION_LIB"
+
+        /** The library's base name for JNA's search (`libqwen_companion.so`, `.dylib`, `qwen_companion.dll`). */
+        const val LIBRARY_NAME = "qwen_companion"
+
+        internal const val UTF8 = "UTF-8"
+
+        private val loaded = ConcurrentHashMap<String, QwenCompanionLibrary>()
+
+        /**
+         * Loads (once per location) and checks the library. [explicitPath], when
+         * not blank, wins over the environment and JNA's search.
+         *
+         * @throws QwenCompanionException.Load when the library cannot be
+         *   found or loaded, or `qc_abi_version()` is not [ABI_VERSION].
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun load(explicitPath: String? = null): QwenCompanionLibrary {
+            val env = System.getenv(ENV_VAR)
+            val (target, how) = when {
+                explicitPath != null && explicitPath.isNotBlank() -> Pair(explicitPath, "the explicit path")
+                env != null && env.isNotBlank() -> Pair(env, "\$$ENV_VAR")
+                else -> Pair(LIBRARY_NAME, "JNA's search (jna.library.path=${System.getProperty("jna.library.path") ?: "<unset>"}, then system paths)")
+            }
+            val key = if (target == LIBRARY_NAME) target else File(target).absolutePath
+            loaded[key]?.let { return it }
+            synchronized(loaded) {
+                loaded[key]?.let { return it }
+                if (target != LIBRARY_NAME && !File(target).isFile) {
+                    throw QwenCompanionException.Load("qwen-companion library not found: $target (from $how) is not a file")
+                }
+                val native = try {
+                    Native.load(key, QcNative::class.java) as QcNative
+                } catch (e: Throwable) {
+                    throw QwenCompanionException.Load(
+                        "cannot load the qwen-companion library via $how: ${e.message}. " +
+                            "Pass an explicit path, set $ENV_VAR to the library file, or run with -Djna.library.path=<dir of lib$LIBRARY_NAME>.",
+                        e
+                    )
+                }
+                if (Native.SIZE_T_SIZE != 8) {
+                    throw QwenCompanionException.Load("the Kotlin binding maps size_t to a 64-bit Long; this platform's size_t is ${Native.SIZE_T_SIZE} bytes")
+                }
+                val abi = try {
+                    native.qc_abi_version()
+                } catch (e: Throwable) {
+                    throw QwenCompanionException.Load("$key (from $how) is not a qwen-companion library: qc_abi_version is missing (${e.message})", e)
+                }
+                checkAbi(abi, key)
+                val lib = QwenCompanionLibrary(native, key)
+                loaded[key] = lib
+                return lib
+            }
+        }
+
+        /** Throws [QwenCompanionException.Load] unless [abi] is [ABI_VERSION]. */
+        @JvmStatic
+        fun checkAbi(abi: Int, location: String) {
+            if (abi != ABI_VERSION) {
+                throw QwenCompanionException.Load(
+                    "qwen-companion ABI mismatch: $location reports ABI version $abi, this Kotlin binding needs $ABI_VERSION; " +
+                        "use the binding that matches the library (or rebuild the library)"
+                )
+            }
+        }
+    }
+}
+
+/**
+ * Keeps callback objects alive for exactly as long as the library may call
+ * them. Each registration passes a fresh token as `user_data` together with
+ * the static [FREE] finalizer; the library calls [FREE] when it drops that
+ * `user_data` (callback replaced or companion freed), and only then is the
+ * callback released. This covers the window in which a replaced callback may
+ * still be running on the library's thread after the setter returned.
+ */
+internal object CallbackRegistry {
+    private val nextToken = AtomicLong(1)
+    private val retained = ConcurrentHashMap<Long, Callback>()
+
+    /** The `qc_free_fn` given with every callback; static, so never collected. */
+    @JvmField
+    val FREE: QcNative.FreeFn = object : QcNative.FreeFn {
+        override fun invoke(userData: Pointer?) {
+            try {
+                if (userData != null) retained.remove(Pointer.nativeValue(userData))
+            } catch (t: Throwable) {
+                // Never unwind into native code.
+            }
+        }
+    }
+
+    init {
+        // The finalizer runs on whichever thread drops the last reference;
+        // it is rare, so a thread attached only for it is detached again.
+        Native.setCallbackThreadInitializer(FREE, CallbackThreadInitializer(true, true, "qc-free"))
+    }
+
+    /** Pins [cb] and returns the `user_data` token to register it with. */
+    fun retain(cb: Callback): Pointer {
+        val token = nextToken.getAndIncrement()
+        retained[token] = cb
+        return Pointer(token)
+    }
+
+    /** Unpins a token whose registration failed (the library never took it). */
+    fun release(token: Pointer) {
+        retained.remove(Pointer.nativeValue(token))
+    }
+
+    /** How many callbacks are pinned (for tests and diagnostics). */
+    val size: Int get() = retained.size
+}
+
+/** UTF-8 helpers for the C boundary. */
+internal object CStrings {
+    /** `s` as NUL-terminated UTF-8; refuses embedded NULs (C would cut the string there). */
+    fun arg(s: String, function: String, what: String): ByteArray {
+        if (s.indexOf('\u0000') >= 0) {
+            throw QwenCompanionException.Call(function, QcStatus.INVALID_ARGUMENT.code, "$what contains a NUL character")
+        }
+        return terminated(s)
+    }
+
+    /** `s` as UTF-8 plus a trailing NUL; the length to pass is `size - 1`. */
+    fun terminated(s: String): ByteArray {
+        val b = s.toByteArray(StandardCharsets.UTF_8)
+        return b.copyOf(b.size + 1)
+    }
+
+    /** `len` bytes of UTF-8 at `p` (may contain NULs). */
+    fun read(p: Pointer?, len: Long): String {
+        if (p == null || len <= 0L) return ""
+        if (len > Int.MAX_VALUE - 8) throw IllegalArgumentException("text of $len bytes is too large")
+        return String(p.getByteArray(0, len.toInt()), StandardCharsets.UTF_8)
+    }
+
+    /** A NUL-terminated UTF-8 string at `p` (NULL gives `null`). */
+    fun readZ(p: Pointer?): String? = p?.getString(0, QwenCompanionLibrary.UTF8)
+}

@@ -1,0 +1,64 @@
+// IntelliJ Platform plugin for qwen-companion (IntelliJ Platform Gradle Plugin 2.x).
+// Build: ./gradlew buildPlugin  ->  build/distributions/qwen-companion-intellij-<version>.zip
+// See README.md (this file cannot be exercised in the repository's CI: no Gradle/IntelliJ SDK download there).
+
+import org.gradle.api.provider.Provider
+
+plugins {
+    id("java")
+    id("org.jetbrains.kotlin.jvm") version "2.1.20"
+    id("org.jetbrains.intellij.platform") version "2.5.0"
+}
+
+group = "qwen.companion"
+version = "0.1.0"
+
+repositories {
+    mavenCentral()
+    intellijPlatform {
+        defaultRepositories()
+    }
+}
+
+dependencies {
+    intellijPlatform {
+        // IntelliJ IDEA Community 2024.3 (build 243) as the compile target; the plugin
+        // declares since-build 243 and no until-build. (Plugin 2.9+ prefers
+        // intellijIdea(...) for the unified 2025.3+ distribution.)
+        intellijIdeaCommunity("2024.3.5")
+        // LocalTerminalCustomizer (optional dependency, see plugin.xml / qwen-terminal.xml).
+        bundledPlugin("org.jetbrains.plugins.terminal")
+    }
+    // JNA and the Kotlin stdlib come with the IDE: nothing else to bundle.
+}
+
+kotlin {
+    jvmToolchain(21)
+    // The Kotlin binding is compiled into the plugin from its sources.
+    sourceSets.named("main") {
+        kotlin.srcDir("../../bindings/kotlin/src")
+    }
+}
+
+intellijPlatform {
+    pluginConfiguration {
+        ideaVersion {
+            sinceBuild = "243"
+            untilBuild = provider { null }
+        }
+    }
+    buildSearchableOptions = false
+}
+
+// The native library copied into the plugin as <plugin>/native/libqwen_companion.so:
+// $QWEN_COMPANION_LIB if set, else the workspace's release build (cargo build --release).
+val nativeLibrary: Provider<String> = providers.environmentVariable("QWEN_COMPANION_LIB")
+    .orElse(layout.projectDirectory.file("../../target/release/" + System.mapLibraryName("qwen_companion")).asFile.path)
+
+tasks {
+    prepareSandbox {
+        from(nativeLibrary) {
+            into(pluginName.map { "$it/native" })
+        }
+    }
+}

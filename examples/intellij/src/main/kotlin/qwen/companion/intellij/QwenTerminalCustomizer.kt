@@ -1,0 +1,30 @@
+package qwen.companion.intellij
+
+import com.intellij.openapi.components.service
+import com.intellij.openapi.project.Project
+import org.jetbrains.plugins.terminal.LocalTerminalCustomizer
+import qwen.companion.intellij.core.TerminalEnv
+
+/**
+ * Adds `QWEN_CODE_IDE_SERVER_PORT` and `QWEN_CODE_IDE_WORKSPACE_PATH` to every
+ * terminal the IDE opens for the project, so `qwen` started there connects to
+ * this IDE. Registered only when the Terminal plugin is present
+ * (`qwen-terminal.xml`).
+ *
+ * This 4-argument overload exists from 2023.1 to today's builds; newer
+ * platforms call it from their 5-argument (EelDescriptor) variant and have
+ * deprecated the extension point in favour of the experimental
+ * `ShellExecOptionsCustomizer`.
+ */
+class QwenTerminalCustomizer : LocalTerminalCustomizer() {
+    @Suppress("OVERRIDE_DEPRECATION")
+    override fun customizeCommandAndEnvironment(
+        project: Project,
+        workingDirectory: String?,
+        command: Array<String>,
+        envs: MutableMap<String, String>
+    ): Array<String> {
+        if (!project.isDisposed) TerminalEnv.applyTo(envs, project.service<QwenCompanionService>().terminalEnv())
+        return command
+    }
+}

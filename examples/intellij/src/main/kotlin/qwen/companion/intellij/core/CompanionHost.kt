@@ -1,0 +1,192 @@
+package qwen.companion.intellij.core
+
+import qwen.companion.LogLevel
+import qwen.companion.QwenCompanion
+import qwen.companion.QwenCompanionConfig
+import qwen.companion.QwenCompanionException
+import qwen.companion.QwenCompanionLibrary
+import java.io.File
+
+/** What a host needs to start a companion for one project. */
+data class HostSettings(
+    /** `ideName` / `ideInfo.displayName`, e.g. "IntelliJ IDEA". */
+    val ideName: String,
+    /** Workspace roots (made absolute and de-duplicated by [WorkspaceRoots.normalize]). */
+    val roots: List<String>,
+    /** `ideInfo.name`; null = the library's slug of [ideName]. */
+    val ideId: String? = null,
+    /** Lock directory override (tests); null = `$QWEN_HOME/ide` or `~/.qwen/ide`. */
+    val lockDir: String? = null,
+    /** Library file; null = `QWEN_COMPANION_LIB`, then `jna.library.path`/system paths. */
+    val libraryPath: String? = null,
+    /** Most detailed library log level forwarded to [HostLog]. */
+    val logLevel: LogLevel = LogLevel.INFO
+)
+
+/** Workspace root handling. */
+object WorkspaceRoots {
+    /**
+     * Absolute, de-duplicated roots in their original order, without trailing
+     * separators; [fallback] (the project's base path) when none is left.
+     */
+    fun normalize(paths: List<String?>, fallback: String? = null): List<String> {
+        val out = LinkedHashSet<String>()
+        for (p in paths) {
+            if (p == null || p.length == 0 || p.indexOf('\u0000') >= 0) continue
+            val f = File(p)
+            if (!f.isAbsolute) continue
+            out.add(strip(f.path))
+        }
+        if (out.isEmpty() && fallback != null && fallback.length > 0 && File(fallback).isAbsolute) {
+            out.add(strip(File(fallback).path))
+        }
+        return ArrayList(out)
+    }
+
+    private fun strip(p: String): String = if (p.length > 1) p.trimEnd('/', File.separatorChar) else p
+}
+
+/** Formatting of the terminal environment. */
+object TerminalEnv {
+    /** Puts [env] into a terminal's environment map (later values win over inherited ones). */
+    fun applyTo(target: MutableMap<String, String>, env: Map<String, String>) {
+        for ((k, v) in env) target[k] = v
+    }
+
+    /** POSIX shell lines (`export K='v'`) to paste into an external terminal. */
+    fun shellExports(env: Map<String, String>): String {
+        val sb = StringBuilder()
+        for ((k, v) in env) {
+            require(k.matches(Regex("[A-Za-z_][A-Za-z0-9_]*"))) { "not a variable name: $k" }
+            sb.append("export ").append(k).append("='").append(v.replace("'", "'\\''")).append("'\n")
+        }
+        return sb.toString()
+    }
+}
+
+/**
+ * One companion for one project: creates it with the project's roots, wires
+ * the diff handlers to a [DiffController] and editor events through an
+ * [EditorContextFeeder], starts it, and closes everything exactly once.
+ *
+ * IDE-independent; the plugin's project service owns one and disposes it on
+ * project close (which also happens on IDE exit).
+ */
+class CompanionHost(
+    settings: HostSettings,
+    private val presenter: DiffPresenter,
+    readOriginal: (String) -> String?,
+    private val log: HostLog
+) : AutoCloseable {
+    private val lock = Any()
+    @Volatile private var settings: HostSettings = settings.copy(roots = WorkspaceRoots.normalize(settings.roots))
+    @Volatile private var companion: QwenCompanion? = null
+    @Volatile private var closed = false
+
+    /** Why the last [start] failed (null after a success). */
+    @Volatile var lastError: String? = null
+        private set
+
+    /** Editor events → companion. */
+    val feeder = EditorContextFeeder(CompanionContextSink { companion }, log)
+
+    /** openDiff/closeDiff ↔ diff views. */
+    val diffs = DiffController(CompanionDecisionSink { companion }, presenter, readOriginal, log)
+
+    /** The running companion (null before [start], after a failure or [close]). */
+    val current: QwenCompanion? get() = companion
+
+    val isRunning: Boolean get() = companion != null
+
+    /** Starts the companion; false (and [lastError]) when it cannot (e.g. library missing). Idempotent. */
+    fun start(): Boolean {
+        synchronized(lock) {
+            if (closed) return false
+            if (companion != null) return true
+            val s = settings
+            val c = try {
+                QwenCompanion(
+                    QwenCompanionConfig(
+                        workspaceRoots = s.roots,
+                        ideName = s.ideName,
+                        ideDisplayName = s.ideName,
+                        ideId = s.ideId,
+                        lockDir = s.lockDir
+                    ),
+                    QwenCompanionLibrary.load(s.libraryPath)
+                )
+            } catch (e: QwenCompanionException) {
+                return failed(e)
+            }
+            try {
+                c.setLogHandler({ level, message -> forward(level, message) }, s.logLevel)
+                c.onOpenDiff { path, content -> diffs.onOpenDiff(path, content) }
+                c.onCloseDiff { path -> diffs.onCloseDiff(path) }
+                c.start()
+                log.info("qwen-companion: listening on 127.0.0.1:${c.port()} for ${s.roots} (lock file ${c.lockFilePath()})")
+            } catch (e: QwenCompanionException) {
+                c.close()
+                return failed(e)
+            }
+            companion = c
+            lastError = null
+            return true
+        }
+    }
+
+    private fun failed(e: QwenCompanionException): Boolean {
+        lastError = e.message
+        log.warn("qwen-companion: cannot start: ${e.message}", e)
+        return false
+    }
+
+    private fun forward(level: LogLevel, message: String) {
+        when (level) {
+            LogLevel.ERROR -> log.error("qwen-companion: $message")
+            LogLevel.WARN -> log.warn("qwen-companion: $message")
+            else -> log.info("qwen-companion: $message")
+        }
+    }
+
+    /** Variables for the IDE's terminals; empty when not running. */
+    fun terminalEnv(): Map<String, String> {
+        val c = companion ?: return emptyMap()
+        return try {
+            c.terminalEnv()
+        } catch (e: QwenCompanionException) {
+            emptyMap()
+        }
+    }
+
+    /** The project's roots changed (rewrites the lock file when running). */
+    fun updateRoots(roots: List<String?>, fallback: String? = null) {
+        val normalized = WorkspaceRoots.normalize(roots, fallback)
+        synchronized(lock) {
+            if (normalized == settings.roots) return
+            settings = settings.copy(roots = normalized)
+        }
+        try {
+            companion?.setWorkspaceRoots(normalized)
+        } catch (e: QwenCompanionException) {
+            log.warn("qwen-companion: cannot update workspace roots: ${e.message}")
+        }
+    }
+
+    /** Closes the diff views and the companion (lock file removed). Idempotent. */
+    override fun close() {
+        val c = synchronized(lock) {
+            if (closed) return
+            closed = true
+            val c = companion
+            companion = null
+            c
+        }
+        diffs.closeAll()
+        presenter.dispose()
+        try {
+            c?.close()
+        } catch (e: QwenCompanionException) {
+            log.warn("qwen-companion: close failed: ${e.message}")
+        }
+    }
+}

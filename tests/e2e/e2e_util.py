@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""JSON helpers for run_e2e.sh (standard library only).
+
+  wait-json FILE [--from N] [--nth K] [--eq K=V]... [--has K=SUB]... [--timeout S]
+            [--watch-pid PID]... [--abort-file F]...
+      Wait for the K-th (default 1st) JSON line (line index >= N, 0-based) whose dotted
+      key K equals V / contains SUB; print that line. Exit 1 on timeout, 2 if a watched process died
+      or an abort file appeared.
+  count-json FILE [--from N] [--eq K=V]... [--has K=SUB]...   print the number of matches
+  get JSON KEY           print a dotted key of a JSON document (strings raw, else JSON)
+  env-lines JSON KEY     print the object at KEY as NAME=VALUE lines
+  submit-line MODE TEXT  print the input line for qwen (tui: --input-file, stream-json: stdin)
+  check-lock FILE --port P --workspace WS --lock-dir D [--pid PID]
+  check-context TEXTFILE [--delta] --path P --cursor C --selected S [--other O]...
+  model-summary FILE     one line per request of the fake model log
+  retarget-lock SRC DST PORT   copy a lock file with "port" replaced (for the E2E_TAP proxy)
+  tap-get-traffic LOG --from-offset N   count companion->CLI chunks on GET /mcp streams
+      (connections whose request was "GET /mcp") logged after byte N of the tap log
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+
+def dig(obj, key):
+    for part in key.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return None
+    return obj
+
+
+def as_text(v):
+    if v is None:
+        return None
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def split_kv(items):
+    out = []
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise SystemExit("bad condition %r (want KEY=VALUE)" % item)
+        out.append((k, v))
+    return out
+
+
+def matches(doc, eq, has):
+    for k, v in eq:
+        if as_text(dig(doc, k)) != v:
+            return False
+    for k, v in has:
+        t = as_text(dig(doc, k))
+        if t is None or v not in t:
+            return False
+    return True
+
+
+def read_json_lines(path, start):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        return []
+    out = []
+    for i, line in enumerate(lines[:-1]):  # only complete lines
+        if i < start:
+            continue
+        try:
+            out.append((line, json.loads(line)))
+        except ValueError:
+            continue
+    return out
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def cmd_wait_json(a):
+    eq, has = split_kv(a.eq), split_kv(a.has)
+    deadline = time.monotonic() + a.timeout
+    while True:
+        seen = 0
+        for line, doc in read_json_lines(a.file, a.start):
+            if isinstance(doc, dict) and matches(doc, eq, has):
+                seen += 1
+                if seen >= a.nth:
+                    print(line)
+                    return 0
+        for pid in a.watch_pid or []:
+            if not pid_alive(pid):
+                print("process %d exited" % pid, file=sys.stderr)
+                return 2
+        for f in a.abort_file or []:
+            if os.path.exists(f):
+                print("abort file %s appeared" % f, file=sys.stderr)
+                return 2
+        if time.monotonic() >= deadline:
+            return 1
+        time.sleep(0.1)
+
+
+def cmd_count_json(a):
+    eq, has = split_kv(a.eq), split_kv(a.has)
+    print(sum(1 for _, d in read_json_lines(a.file, a.start)
+              if isinstance(d, dict) and matches(d, eq, has)))
+    return 0
+
+
+def cmd_get(a):
+    v = dig(json.loads(a.json), a.key)
+    if v is None:
+        return 1
+    print(as_text(v))
+    return 0
+
+
+def cmd_env_lines(a):
+    v = dig(json.loads(a.json), a.key)
+    if not isinstance(v, dict):
+        return 1
+    for k, val in v.items():
+        if "\n" in str(k) or "=" in str(k) or "\n" in str(val):
+            print("unusable env entry %r" % k, file=sys.stderr)
+            return 1
+        print("%s=%s" % (k, val))
+    return 0
+
+
+def cmd_submit_line(a):
+    if a.mode == "tui":
+        print(json.dumps({"type": "submit", "text": a.text}))
+    else:
+        print(json.dumps({"type": "user", "message": {"role": "user", "content": a.text}}))
+    return 0
+
+
+def cmd_check_lock(a):
+    problems = []
+    expected = os.path.join(a.lock_dir, "%d.lock" % a.port)
+    if os.path.abspath(a.file) != os.path.abspath(expected):
+        problems.append("lock file is %s, expected %s" % (a.file, expected))
+    try:
+        with open(a.file, encoding="utf-8") as f:
+            lock = json.load(f)
+    except (OSError, ValueError) as e:
+        print("cannot read lock file %s: %s" % (a.file, e))
+        return 1
+    shown = dict(lock)
+    if "authToken" in shown:
+        shown["authToken"] = "<%d chars>" % len(str(shown["authToken"]))
+    print("lock file %s: %s" % (a.file, json.dumps(shown, sort_keys=True)))
+    if lock.get("port") != a.port:
+        problems.append("port is %r, expected the number %d" % (lock.get("port"), a.port))
+    wp = lock.get("workspacePath")
+    if not isinstance(wp, str) or a.workspace not in wp.split(os.pathsep):
+        problems.append("workspacePath %r does not list %s" % (wp, a.workspace))
+    if not isinstance(lock.get("authToken"), str) or not lock.get("authToken"):
+        problems.append("authToken missing or empty")
+    ppid = lock.get("ppid")
+    if not isinstance(ppid, int) or not pid_alive(ppid):
+        problems.append("ppid %r is not a live process (the CLI deletes such locks)" % ppid)
+    elif a.pid and ppid != a.pid:
+        print("note: ppid %d is not the demo's pid %d" % (ppid, a.pid))
+    info = lock.get("ideInfo")
+    if not (isinstance(info, dict) and isinstance(info.get("name"), str) and info.get("name")
+            and isinstance(info.get("displayName"), str) and info.get("displayName")):
+        problems.append("ideInfo {name, displayName} missing: without TERM_PROGRAM=vscode "
+                        "the CLI will not even try to connect")
+    for p in problems:
+        print("problem: " + p)
+    return 1 if problems else 0
+
+
+def cmd_check_context(a):
+    with open(a.textfile, encoding="utf-8") as f:
+        text = f.read()
+    header = ("<system-reminder>\nHere is a summary of changes in the user's current editor context"
+              if a.delta else "<system-reminder>\nHere is the user's current editor context")
+    start = text.find(header)
+    if start < 0:
+        heads = [blk.split("\n", 2)[1][:100] for blk in text.split("<system-reminder>")[1:]
+                 if "\n" in blk]
+        print("no %r block in the user message. Its system-reminder blocks start with: %s\n"
+              "Its last 300 characters: %r" % (header, json.dumps(heads), text[-300:]))
+        return 1
+    end = text.find("</system-reminder>", start)
+    block = text[start:end + len("</system-reminder>")] if end >= 0 else text[start:]
+    want = ["  Path: " + a.path, "  Cursor: " + a.cursor, "  Selected text:\n```\n" + a.selected + "\n```"]
+    want += ["  - " + o for o in a.other or []]
+    missing = [w for w in want if w not in block]
+    print("editor context block received by the model:\n" + block)
+    for w in missing:
+        print("missing: %r" % w)
+    return 1 if missing else 0
+
+
+def cmd_model_summary(a):
+    for _, d in read_json_lines(a.file, 0):
+        text = (d.get("last_user_text") or "").replace("\n", "\\n")
+        if len(text) > 160:
+            text = text[:80] + " ... " + text[-70:]
+        print("#%s %s main=%s last_role=%s decision=%s last_user=%r" % (
+            d.get("n"), d.get("path"), d.get("main"), d.get("last_role"),
+            json.dumps(d.get("decision")), text))
+    return 0
+
+
+def cmd_retarget_lock(a):
+    with open(a.src, encoding="utf-8") as f:
+        lock = json.load(f)
+    lock["port"] = a.port
+    tmp = a.dst + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(lock, f)
+    os.replace(tmp, a.dst)
+    return 0
+
+
+def cmd_tap_get_traffic(a):
+    head = re.compile(r"^\[ *([0-9.]+)\] #(\d+) (\S+) (\d+) bytes$")
+    get_conns, chunks, cur, offset = set(), [], None, 0
+    with open(a.log, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            m = head.match(line)
+            if m:
+                cur = [float(m.group(1)), int(m.group(2)), m.group(3), [], offset]
+                chunks.append(cur)
+            elif cur is not None:
+                cur[3].append(line[4:])
+            offset += len(raw)
+    for t, conn, direction, body, _ in chunks:
+        if direction == "C>S" and body and body[0].startswith("GET /mcp "):
+            get_conns.add(conn)
+    seen = [(t, conn, body) for t, conn, direction, body, off in chunks
+            if off >= a.from_offset and direction == "S>C" and conn in get_conns
+            and body and not body[0].startswith("<")]
+    print(len(seen))
+    for t, conn, body in seen[:10]:
+        print("  [%8.3f] #%d %s" % (t, conn, " | ".join(body)[:200]))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("wait-json", "count-json"):
+        p = sub.add_parser(name)
+        p.add_argument("file")
+        p.add_argument("--from", dest="start", type=int, default=0)
+        p.add_argument("--eq", action="append")
+        p.add_argument("--has", action="append")
+        if name == "wait-json":
+            p.add_argument("--timeout", type=float, default=30)
+            p.add_argument("--nth", type=int, default=1)
+            p.add_argument("--watch-pid", type=int, action="append")
+            p.add_argument("--abort-file", action="append")
+    p = sub.add_parser("get")
+    p.add_argument("json")
+    p.add_argument("key")
+    p = sub.add_parser("env-lines")
+    p.add_argument("json")
+    p.add_argument("key")
+    p = sub.add_parser("submit-line")
+    p.add_argument("mode", choices=["tui", "stream-json"])
+    p.add_argument("text")
+    p = sub.add_parser("check-lock")
+    p.add_argument("file")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--lock-dir", required=True)
+    p.add_argument("--pid", type=int, default=0)
+    p = sub.add_parser("check-context")
+    p.add_argument("textfile")
+    p.add_argument("--path", required=True)
+    p.add_argument("--cursor", required=True)
+    p.add_argument("--selected", required=True)
+    p.add_argument("--other", action="append")
+    p.add_argument("--delta", action="store_true",
+                   help="expect the 'summary of changes' block (a later turn)")
+    p = sub.add_parser("model-summary")
+    p.add_argument("file")
+    p = sub.add_parser("retarget-lock")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("port", type=int)
+    p = sub.add_parser("tap-get-traffic")
+    p.add_argument("log")
+    p.add_argument("--from-offset", type=int, default=0)
+    a = ap.parse_args()
+    return {"retarget-lock": cmd_retarget_lock, "tap-get-traffic": cmd_tap_get_traffic, "wait-json": cmd_wait_json, "count-json": cmd_count_json, "get": cmd_get,
+            "env-lines": cmd_env_lines, "submit-line": cmd_submit_line,
+            "check-lock": cmd_check_lock, "check-context": cmd_check_context,
+            "model-summary": cmd_model_summary}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Scripted OpenAI-compatible chat-completions server for the real-CLI e2e test.
+
+Standard library only. Listens on 127.0.0.1 (port 0 by default), writes the port it
+got to --port-file, and appends one JSON line per request to --log:
+
+    {"n": 3, "t": <unix time>, "method": "POST", "path": "/v1/chat/completions",
+     "headers": {...}, "body": {...}, "main": true, "last_role": "user",
+     "last_user_text": "...", "decision": {"kind": "tool_call", ...}}
+
+Script (stateless: decided from the request alone):
+  * only main-agent requests (first system message starts with "You are Qwen Code")
+    are scripted; anything else gets the text "ok";
+  * last message is a tool result        -> text "E2E_FINAL_ANSWER tool_result=<result>";
+  * last user message has "E2E_WRITE path=<abs> content=<TOKEN>"
+                                          -> write_file{file_path: <abs>, content: "<TOKEN>\\n"};
+  * last user message has "E2E_ASK"       -> text "E2E_CONTEXT_ANSWER";
+  * anything else                         -> text "ok".
+
+Supports "stream": true (SSE chunks, tool_calls deltas, a usage chunk, "data: [DONE]")
+and plain JSON replies. GET /v1/models lists one model.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+WRITE_RE = re.compile(r"E2E_WRITE path=(\S+) content=(\S+)")
+MAIN_PREFIX = "You are Qwen Code"
+
+
+def flatten(content):
+    """OpenAI message content (string, list of parts, or None) -> plain text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, dict):
+                if isinstance(part.get("text"), str):
+                    out.append(part["text"])
+            elif isinstance(part, str):
+                out.append(part)
+        return "\n".join(out)
+    return json.dumps(content)
+
+
+def decide(body):
+    """Return (decision dict, summary fields for the log)."""
+    messages = body.get("messages") or []
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    main = bool(system) and flatten(system.get("content")).lstrip().startswith(MAIN_PREFIX)
+    last = messages[-1] if messages else {}
+    last_role = last.get("role")
+    last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    last_user_text = flatten(last_user.get("content")) if last_user else ""
+    info = {"main": main, "last_role": last_role, "last_user_text": last_user_text}
+    if not main:
+        return {"kind": "text", "text": "ok", "why": "not main agent"}, info
+    if last_role == "tool":
+        result = flatten(last.get("content")).replace("\n", " ").strip()
+        return {"kind": "text", "text": "E2E_FINAL_ANSWER tool_result=" + result,
+                "why": "tool result"}, info
+    if last_role == "user":
+        m = WRITE_RE.search(last_user_text)
+        if m:
+            return {"kind": "tool_call", "name": "write_file",
+                    "args": {"file_path": m.group(1), "content": m.group(2) + "\n"},
+                    "path": m.group(1), "token": m.group(2)}, info
+        if "E2E_ASK" in last_user_text:
+            return {"kind": "text", "text": "E2E_CONTEXT_ANSWER", "why": "ask"}, info
+    return {"kind": "text", "text": "ok", "why": "unscripted"}, info
+
+
+class State:
+    def __init__(self, log_path):
+        self.lock = threading.Lock()
+        self.n = 0
+        self.log_path = log_path
+
+    def record(self, entry):
+        with self.lock:
+            self.n += 1
+            entry = dict(n=self.n, **entry)
+            if self.log_path:
+                with open(self.log_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            return self.n
+
+
+def make_handler(state, model_name):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "e2e-fake-model/1"
+
+        def log_message(self, fmt, *args):  # keep stderr quiet
+            pass
+
+        def _json(self, code, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            state.record({"t": time.time(), "method": "GET", "path": self.path,
+                          "headers": dict(self.headers)})
+            if self.path.rstrip("/").endswith("/models"):
+                self._json(200, {"object": "list", "data": [
+                    {"id": model_name, "object": "model", "created": 0, "owned_by": "e2e"}]})
+            else:
+                self._json(404, {"error": {"message": "not found"}})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = None
+            entry = {"t": time.time(), "method": "POST", "path": self.path,
+                     "headers": dict(self.headers)}
+            if not isinstance(body, dict) or not self.path.rstrip("/").endswith("/chat/completions"):
+                entry["body_raw"] = raw.decode("utf-8", "replace")
+                state.record(entry)
+                self._json(404 if isinstance(body, dict) else 400,
+                           {"error": {"message": "unsupported request"}})
+                return
+            decision, info = decide(body)
+            entry.update(info)
+            entry["decision"] = decision
+            entry["body"] = body
+            n = state.record(entry)
+            model = body.get("model") or model_name
+            if body.get("stream"):
+                self._stream(n, model, decision, body)
+            else:
+                self._plain(n, model, decision)
+
+        def _message(self, n, decision):
+            if decision["kind"] == "tool_call":
+                return {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": "call_e2e_%d" % n, "type": "function",
+                    "function": {"name": decision["name"],
+                                 "arguments": json.dumps(decision["args"])}}]}, "tool_calls"
+            return {"role": "assistant", "content": decision["text"]}, "stop"
+
+        def _plain(self, n, model, decision):
+            message, finish = self._message(n, decision)
+            self._json(200, {
+                "id": "chatcmpl-e2e-%d" % n, "object": "chat.completion",
+                "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+        def _stream(self, n, model, decision, body):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            base = {"id": "chatcmpl-e2e-%d" % n, "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": model}
+
+            def send(choices, **extra):
+                chunk = dict(base, choices=choices, **extra)
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+
+            send([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                   "finish_reason": None}])
+            if decision["kind"] == "tool_call":
+                args = json.dumps(decision["args"])
+                half = len(args) // 2
+                send([{"index": 0, "delta": {"tool_calls": [{
+                    "index": 0, "id": "call_e2e_%d" % n, "type": "function",
+                    "function": {"name": decision["name"], "arguments": args[:half]}}]},
+                    "finish_reason": None}])
+                send([{"index": 0, "delta": {"tool_calls": [{
+                    "index": 0, "function": {"arguments": args[half:]}}]},
+                    "finish_reason": None}])
+                finish = "tool_calls"
+            else:
+                text = decision["text"]
+                for i in range(0, len(text), 16):
+                    send([{"index": 0, "delta": {"content": text[i:i + 16]},
+                           "finish_reason": None}])
+                finish = "stop"
+            send([{"index": 0, "delta": {}, "finish_reason": finish}])
+            if (body.get("stream_options") or {}).get("include_usage", True):
+                send([], usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log", default="")
+    ap.add_argument("--model", default="e2e-fake-model")
+    args = ap.parse_args()
+    state = State(args.log)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(state, args.model))
+    server.daemon_threads = True
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % server.server_address[1])
+    os.replace(tmp, args.port_file)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,879 @@
+#!/usr/bin/env bash
+# Real-CLI end-to-end test: the real Qwen Code CLI (@qwen-code/qwen-code, pinned) against
+# our library, through the C demo `target/c/qcdemo ide`. Nothing is skipped: a missing
+# prerequisite is installed (CLI via npm, tmux via apt-get) or built (make -C examples/c);
+# if that fails, the run fails.
+#
+#   tests/e2e/run_e2e.sh [--mode tui|stream-json]
+#
+# tui (default) drives the interactive TUI under a private tmux server and checks
+#   lock          the demo writes $HOME/.qwen/ide/<port>.lock with ideInfo, live ppid, token
+#   a-connect     qwen (no TERM_PROGRAM=vscode, only the lock's ideInfo) connects and
+#                 discovers openDiff + closeDiff
+#   b-context     open/focus/cursor/select pushed through the demo before qwen starts
+#                 reach the model (the full "editor context" block)
+#   b-live        a later focus/cursor/select change, while qwen is connected, reaches the
+#                 model as the "summary of changes" block
+#   c-diff-opened a model edit (write_file of a new file) opens OUR diff with the proposed text
+#   c-accept      `accept-from` with edited text -> the file holds exactly the edited text
+#   c-reject      `reject` -> nothing written, the turn ends
+#   c-closed      `closed` (ide/diffClosed: the user closed the diff view) -> same as reject
+#   d-cli-accept  answering "1" in the CLI -> closeDiff reaches the demo, its reply parses
+#                 (no "Invalid JSON in closeDiff response"), the proposed text is written
+#   quit          /quit exits promptly (no closeDiff left hanging)
+#   scan          without QWEN_CODE_IDE_SERVER_PORT, from a subdirectory, next to a decoy
+#                 lock of another workspace: qwen finds our lock by cwd and gets the context
+#   stop          `stop` removes the lock file and the demo exits cleanly
+# stream-json (faster, no tmux) runs the same checks minus d-cli-accept, with
+#   --input-format stream-json --output-format stream-json.
+#
+# Setup: the CLI is installed once into <repo>/target/e2e/qwen (npm, pinned); tmux comes
+#   from apt-get if missing; `make -C examples/c` runs every time (incremental: it
+#   rebuilds the library and the demo only when their sources changed).
+# Environment knobs: E2E_DEMO (path to the demo binary, or "standin" for the Python
+#   stand-in tests/e2e/standin_ide.py, to tell harness bugs from library bugs),
+#   E2E_NO_BUILD=1 (use the demo binary as it is), E2E_TAP=1 (route qwen's IDE traffic
+#   through tests/e2e/tap_proxy.py and print the wire log on failure),
+#   E2E_KEEPALIVE_CHECK=N (implies E2E_TAP=1; extra check "keepalive": after the edits,
+#   idle N s (>= 31) and require SSE traffic on qwen's GET stream in that window -- the
+#   CLI drops an IDE whose stream is silent for 300 s),
+#   E2E_TURN_TIMEOUT (45 s per step), E2E_TOTAL_TIMEOUT (300 s after setup),
+#   E2E_KEEP=1 (keep the run directory even on success), E2E_DIR (cache root,
+#   default <repo>/target/e2e).
+# Last line of output: `e2e: N passed, M failed`; exit status 0 only if nothing failed.
+set -u -o pipefail
+
+usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
+
+MODE=${E2E_MODE:-tui}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --mode) MODE=${2:-}; shift 2 || shift ;;
+    --mode=*) MODE=${1#--mode=}; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run_e2e.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+case $MODE in tui|stream-json) ;; *) echo "run_e2e.sh: --mode must be tui or stream-json" >&2; exit 2 ;; esac
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$HERE/../.." && pwd -P)
+QWEN_VERSION=0.24.4
+E2E_DIR=${E2E_DIR:-$ROOT/target/e2e}
+QWEN_CACHE=$E2E_DIR/qwen
+QWEN_PKG=$QWEN_CACHE/node_modules/@qwen-code/qwen-code
+TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-45}
+TOTAL_TIMEOUT=${E2E_TOTAL_TIMEOUT:-300}
+BUILD_TIMEOUT=${E2E_BUILD_TIMEOUT:-1800}
+DEMO_SPEC=${E2E_DEMO:-$ROOT/target/c/qcdemo}
+
+if [ "$MODE" = tui ]; then
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept quit scan stop)
+else
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed quit scan stop)
+fi
+KEEPALIVE_S=${E2E_KEEPALIVE_CHECK:-}
+if [ -n "$KEEPALIVE_S" ]; then
+  E2E_TAP=1
+  CHECKS+=(keepalive)
+  TOTAL_TIMEOUT=$(( TOTAL_TIMEOUT + KEEPALIVE_S ))
+fi
+declare -A RESULT=()
+PASSED=0 FAILED=0
+PIDS=()
+DEMO_PID="" QWEN_PID="" PANE_PID="" TMUX_SERVER_PID="" TMUX_SOCK="" SOCK_DIR=""
+DEMO_FD_OPEN=0 QWEN_FD_OPEN=0
+DEBUG_LOG="" SCAN_DEBUG_LOG="" LOCK_FILE="" DIFF_BLOCKED=""
+RUN=""
+T_START=$(date +%s%N)
+DEADLINE_MS=0
+
+# ---------------------------------------------------------------- small utilities
+ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
+since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
+log() { printf '[%6ss] %s\n' "$(since "$T_START")" "$*"; }
+section() { printf '\n----- %s -----\n' "$*"; }
+short() { cut -c1-400; }
+
+pass() {
+  local id=$1; shift
+  [ -n "${RESULT[$id]:-}" ] && return 0
+  RESULT[$id]=pass; PASSED=$((PASSED + 1))
+  log "PASS $id: $*"
+}
+fail() {
+  local id=$1; shift
+  [ -n "${RESULT[$id]:-}" ] && return 0
+  RESULT[$id]=fail; FAILED=$((FAILED + 1))
+  log "FAIL $id: $*"
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
+    tmux_cmd capture-pane -p -t e2e > "$RUN/pane.fail-$id.txt" 2>/dev/null
+  fi
+}
+# Fail every check not decided yet and stop the run (cleanup prints the diagnostics).
+abort() {
+  local id
+  log "ABORT: $*"
+  for id in "${CHECKS[@]}"; do fail "$id" "not run: $*"; done
+  exit 1
+}
+
+# Milliseconds left for one step: min(turn timeout, what remains of the total).
+step_ms() {
+  local left=$(( DEADLINE_MS - $(ms_now) ))
+  local turn=$(( TURN_TIMEOUT * 1000 ))
+  [ "$left" -lt "$turn" ] && turn=$left
+  [ "$turn" -lt 0 ] && turn=0
+  echo "$turn"
+}
+step_s() { awk -v m="$(step_ms)" 'BEGIN { printf "%.1f", m / 1000 }'; }
+
+# Process state straight from /proc (slim images have no ps): zombies count as dead.
+proc_alive() {
+  local stat
+  [ -n "$1" ] && read -r stat 2>/dev/null < "/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  case ${stat%% *} in Z|X) return 1 ;; esac
+  return 0
+}
+
+# Something died that must stay alive during the current phase?
+WATCH_DEMO=0 WATCH_QWEN=0
+watch_broken() {
+  if [ "$WATCH_DEMO" = 1 ] && ! proc_alive "$DEMO_PID"; then echo "the demo (pid $DEMO_PID) exited"; return 0; fi
+  if [ "$WATCH_QWEN" = 1 ]; then
+    if [ "$MODE" = tui ] && [ -f "$RUN/qwen_tui.rc" ]; then echo "qwen exited (status $(cat "$RUN/qwen_tui.rc"))"; return 0; fi
+    if [ "$MODE" = stream-json ] && [ -n "$QWEN_PID" ] && ! proc_alive "$QWEN_PID"; then echo "qwen exited"; return 0; fi
+  fi
+  return 1
+}
+watch_args() {
+  [ "$WATCH_DEMO" = 1 ] && printf -- '--watch-pid\n%s\n' "$DEMO_PID"
+  if [ "$WATCH_QWEN" = 1 ]; then
+    if [ "$MODE" = tui ]; then printf -- '--abort-file\n%s\n' "$RUN/qwen_tui.rc"
+    elif [ -n "$QWEN_PID" ]; then printf -- '--watch-pid\n%s\n' "$QWEN_PID"; fi
+  fi
+}
+
+# wait_until CMD...: poll CMD every 0.2 s within the step budget.
+# Status 0 = condition met, 1 = timeout, 2 = a watched process died (WHY is set).
+WHY=""
+wait_until() {
+  local end=$(( $(ms_now) + $(step_ms) ))
+  WHY=""
+  while :; do
+    "$@" && return 0
+    if WHY=$(watch_broken); then return 2; fi
+    if [ "$(ms_now)" -ge "$end" ]; then WHY="timed out"; return 1; fi
+    sleep 0.2
+  done
+}
+
+# wait_json FILE FROM ARGS...: wait for a JSON line (index >= FROM) matching ARGS; the
+# line lands in $JSON_LINE (not on stdout, so that $WHY survives: no command substitution).
+wait_json() {
+  local file=$1 from=$2; shift 2
+  local -a extra=()
+  mapfile -t extra < <(watch_args)
+  local out rc
+  out=$("$PYTHON" "$HERE/e2e_util.py" wait-json "$file" --from "$from" --timeout "$(step_s)" "$@" "${extra[@]}" 2>"$RUN/wait.err")
+  rc=$?
+  case $rc in
+    0) JSON_LINE=$out; WHY="" ;;
+    1) WHY="timed out" ;;
+    *) WHY=$(cat "$RUN/wait.err") ;;
+  esac
+  return $rc
+}
+lines_of() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
+jget() { "$PYTHON" "$HERE/e2e_util.py" get "$1" "$2"; }
+
+# Print PID and all its descendants (parents first), from the ppid fields in /proc.
+descendants() {
+  local -A kids=()
+  local f stat rest pid ppid
+  for f in /proc/[0-9]*/stat; do
+    read -r stat 2>/dev/null < "$f" || continue
+    pid=${stat%% *}
+    rest=${stat##*) }
+    ppid=${rest#* }; ppid=${ppid%% *}
+    kids[$ppid]+=" $pid"
+  done
+  local -a todo=("$1")
+  while [ ${#todo[@]} -gt 0 ]; do
+    pid=${todo[0]}; todo=("${todo[@]:1}")
+    echo "$pid"
+    for f in ${kids[$pid]:-}; do todo+=("$f"); done
+  done
+}
+# Terminate the trees of the given PIDs (ours: started by this script, or the tmux
+# server/pane it created): TERM each live root's process group (the roots are session
+# leaders via setsid/tmux) and every descendant found in /proc, then KILL what is left.
+kill_trees() {
+  local -a roots=() all=() left=() tree=()
+  local p
+  for p in "$@"; do
+    [ -n "$p" ] && proc_alive "$p" || continue
+    roots+=("$p")
+    mapfile -t tree < <(descendants "$p")
+    all+=("${tree[@]}")
+  done
+  [ ${#roots[@]} -eq 0 ] && return 0
+  for p in "${roots[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+  kill -TERM "${all[@]}" 2>/dev/null
+  for _ in $(seq 1 30); do
+    left=(); for p in "${all[@]}"; do proc_alive "$p" && left+=("$p"); done
+    [ ${#left[@]} -eq 0 ] && return 0
+    sleep 0.1
+  done
+  for p in "${roots[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  kill -KILL "${left[@]}" 2>/dev/null
+  return 0
+}
+
+# start_proc NAME STDIN CMD...: run CMD in its own session (so its process group can be
+# killed), stdout/stderr to $RUN/NAME.out/.err. Sets LAST_PID.
+start_proc() {
+  local name=$1 input=$2; shift 2
+  setsid "$@" < "$input" > "$RUN/$name.out" 2> "$RUN/$name.err" &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+tmux_cmd() { env -i PATH="$SYS_PATH" HOME="$HOME_DIR" TERM=xterm-256color tmux -S "$TMUX_SOCK" "$@"; }
+pane() { tmux_cmd capture-pane -p -t e2e 2>/dev/null; }
+pane_has() { pane | grep -qF -- "$1"; }
+pane_lacks() { ! pane_has "$1"; }
+file_has() { [ -f "$1" ] && grep -qF -- "$2" "$1"; }
+file_is() { [ -f "$1" ] && cmp -s "$1" "$2"; }
+
+demo_cmd() {
+  log "demo <- $*"
+  # In a subshell: if the demo is gone, SIGPIPE ends the subshell, not the harness.
+  if ! (printf '%s\n' "$*" >&7) 2>/dev/null; then
+    fail "${CUR_CHECK:-stop}" "could not write to the demo's stdin (demo exited?)"
+    return 1
+  fi
+}
+
+TURNS=0
+submit() {
+  local line
+  TURNS=$((TURNS + 1))
+  line=$("$PYTHON" "$HERE/e2e_util.py" submit-line "$MODE" "$1")
+  log "submit: $1"
+  if [ "$MODE" = tui ]; then
+    printf '%s\n' "$line" >> "$RUN/tui_input.jsonl"
+  else
+    (printf '%s\n' "$line" >&8) 2>/dev/null || { WHY="qwen's stdin is closed"; return 1; }
+  fi
+}
+
+# ---------------------------------------------------------------- diagnostics
+dump_diag() {
+  local f id
+  section "diagnostics (run directory: $RUN)"
+  for f in "$DEBUG_LOG" "$SCAN_DEBUG_LOG"; do
+    [ -n "$f" ] && [ -f "$f" ] || continue
+    section "qwen debug log $f: IDE / closeDiff / errors"
+    grep -E '\[IDE\]|closeDiff|openDiff|RemoteInput|\[ERROR\]|\[WARN\]' "$f" | tail -n 40 | short
+    section "qwen debug log $f: last 25 lines"
+    tail -n 25 "$f" | short
+  done
+  if [ -f "$RUN/model.jsonl" ]; then
+    section "fake model requests"
+    "$PYTHON" "$HERE/e2e_util.py" model-summary "$RUN/model.jsonl" | short
+  fi
+  for f in demo.out demo.err model.err qwen_tui.stderr qwen_sj.out qwen_sj.err scan.out scan.err build.log; do
+    [ -s "$RUN/$f" ] || continue
+    section "$f (last 40 lines)"
+    tail -n 40 "$RUN/$f" | short
+  done
+  for f in "$RUN"/pane.fail-*.txt; do
+    [ -s "$f" ] || continue
+    id=${f##*/pane.fail-}
+    section "tmux pane when ${id%.txt} failed (non-empty lines)"
+    grep -v '^[[:space:]]*$' "$f" | tail -n 30
+  done
+  if [ -s "$RUN/tap.log" ]; then
+    section "wire log (E2E_TAP) last 200 lines"
+    tail -n 200 "$RUN/tap.log" | short
+  fi
+  if [ -s "$RUN/pane.final.txt" ]; then
+    section "tmux pane (last 40 non-empty lines)"
+    grep -v '^[[:space:]]*$' "$RUN/pane.final.txt" | tail -n 40
+  fi
+  section "end of diagnostics"
+}
+
+# ---------------------------------------------------------------- cleanup
+FINISHED=0
+cleanup() {
+  local rc=$? id
+  trap - EXIT INT TERM
+  set +e
+  if [ "$FINISHED" != 1 ]; then
+    for id in "${CHECKS[@]}"; do fail "$id" "not run (harness stopped early, status $rc)"; done
+  fi
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
+    tmux_cmd capture-pane -p -S -200 -t e2e > "$RUN/pane.final.txt" 2>/dev/null
+  fi
+  # Ask the demo to stop gracefully first (it removes its lock file), then kill trees.
+  if [ "$DEMO_FD_OPEN" = 1 ]; then
+    (printf 'stop\n' >&7) 2>/dev/null
+    exec 7>&-
+    DEMO_FD_OPEN=0
+    for _ in $(seq 1 30); do proc_alive "$DEMO_PID" || break; sleep 0.1; done
+  fi
+  if [ "$QWEN_FD_OPEN" = 1 ]; then exec 8>&-; QWEN_FD_OPEN=0; fi
+  local -a trees=("${PIDS[@]}" "$PANE_PID")
+  local -a pane_tree=()
+  [ -n "$PANE_PID" ] && proc_alive "$PANE_PID" && mapfile -t pane_tree < <(descendants "$PANE_PID")
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then tmux_cmd kill-server 2>/dev/null; fi
+  kill_trees "${trees[@]}" "${pane_tree[@]}" "$TMUX_SERVER_PID"
+  [ -n "$SOCK_DIR" ] && rm -rf "$SOCK_DIR"
+  if [ "$FAILED" -gt 0 ] && [ -n "$RUN" ]; then dump_diag; fi
+  if [ -n "$RUN" ]; then
+    if [ "$FAILED" -eq 0 ] && [ "${E2E_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else log "run directory kept: $RUN"; fi
+  fi
+  log "total time $(since "$T_START")s (mode $MODE)"
+  echo "e2e: $PASSED passed, $FAILED failed"
+  if [ "$FAILED" -gt 0 ] || [ "$PASSED" -eq 0 ]; then exit 1; fi
+  exit 0
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# ---------------------------------------------------------------- prerequisites
+PYTHON=$(command -v python3 >/dev/null && python3 -c 'import sys; print(sys.executable)') \
+  || abort "python3 not found"
+NODE=$(command -v node) || abort "node not found"
+NODE_MAJOR=$("$NODE" -p 'process.versions.node.split(".")[0]')
+[ "$NODE_MAJOR" -ge 20 ] || abort "node >= 20 required, found $("$NODE" --version)"
+SYS_PATH="$(dirname "$NODE"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+ensure_qwen() {
+  local have
+  have=$("$NODE" -p "require('$QWEN_PKG/package.json').version" 2>/dev/null)
+  if [ "$have" = "$QWEN_VERSION" ] && [ -f "$QWEN_PKG/cli-entry.js" ]; then
+    log "qwen $QWEN_VERSION already installed in $QWEN_CACHE"
+    return 0
+  fi
+  log "installing @qwen-code/qwen-code@$QWEN_VERSION into $QWEN_CACHE"
+  mkdir -p "$QWEN_CACHE" || return 1
+  printf '{ "name": "qwen-companion-e2e-cli", "private": true }\n' > "$QWEN_CACHE/package.json"
+  timeout 900 npm install --prefix "$QWEN_CACHE" --no-audit --no-fund --no-update-notifier \
+    --save-exact --loglevel=error "@qwen-code/qwen-code@$QWEN_VERSION" || return 1
+  have=$("$NODE" -p "require('$QWEN_PKG/package.json').version" 2>/dev/null)
+  [ "$have" = "$QWEN_VERSION" ]
+}
+
+ensure_tmux() {
+  command -v tmux >/dev/null 2>&1 && return 0
+  local -a sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+  log "installing tmux with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux \
+    || { timeout 600 "${sudo[@]}" apt-get update && timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux; } \
+    || return 1
+  command -v tmux >/dev/null 2>&1
+}
+
+ensure_demo() {
+  if [ "$DEMO_SPEC" = standin ]; then
+    DEMO_CMD=("$PYTHON" "$HERE/standin_ide.py")
+    [ -n "${STANDIN_FAULT:-}" ] && DEMO_CMD=(env "STANDIN_FAULT=$STANDIN_FAULT" "${DEMO_CMD[@]}")
+    log "using the Python stand-in instead of the demo (E2E_DEMO=standin)"
+    return 0
+  fi
+  if [ "${E2E_NO_BUILD:-0}" != 1 ] && [ "$DEMO_SPEC" = "$ROOT/target/c/qcdemo" ]; then
+    log "building the demo (incremental): make -C examples/c"
+    (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c) > "$RUN/build.log" 2>&1 \
+      || { log "make -C examples/c failed (output: build.log, in the diagnostics below)"; return 1; }
+  fi
+  [ -x "$DEMO_SPEC" ] || { echo "no demo binary at $DEMO_SPEC"; return 1; }
+  DEMO_CMD=("$DEMO_SPEC")
+}
+
+SETUP_T0=$(date +%s%N)
+ensure_qwen || abort "could not install @qwen-code/qwen-code@$QWEN_VERSION with npm"
+if [ "$MODE" = tui ]; then ensure_tmux || abort "tmux is missing and apt-get could not install it"; fi
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/qc-e2e.XXXXXX") || abort "mktemp failed"
+RUN=$(cd "$RUN" && pwd -P)
+ensure_demo || abort "the demo is not available (make -C examples/c failed or produced no $DEMO_SPEC)"
+log "setup done in $(since "$SETUP_T0")s; run directory $RUN"
+
+# ---------------------------------------------------------------- the isolated world
+T_TEST=$(date +%s%N)
+DEADLINE_MS=$(( $(ms_now) + TOTAL_TIMEOUT * 1000 ))
+HOME_DIR=$RUN/home
+WS=$RUN/ws
+mkdir -p "$HOME_DIR/.qwen" "$WS/src" "$RUN/other-ws"
+cat > "$HOME_DIR/.qwen/settings.json" <<'JSON'
+{
+  "ide": { "enabled": true, "hasSeenNudge": true },
+  "security": { "auth": { "selectedType": "openai" }, "folderTrust": { "enabled": false } },
+  "general": { "enableAutoUpdate": false, "showSessionRecap": false },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "memory": { "enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false },
+  "model": { "skipNextSpeakerCheck": true, "skipLoopDetection": true },
+  "tools": { "useRipgrep": false },
+  "ui": { "hideTips": true, "hideBanner": true, "hideWindowTitle": true,
+          "enableFollowupSuggestions": false, "enableSpeculation": false,
+          "enableUserFeedback": false, "enableWelcomeBack": false,
+          "accessibility": { "enableLoadingPhrases": false } }
+}
+JSON
+printf 'fn main() {\n    let answer = 42;\n    println!("{answer}");\n}\n' > "$WS/src/main.rs"
+printf '# e2e workspace\n' > "$WS/README.md"
+TAG=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+SEL_TOKEN=E2E_SELECTED_TEXT_$TAG
+ACTIVE=$WS/src/main.rs
+OTHER=$WS/README.md
+
+# ---------------------------------------------------------------- fake model
+start_proc model /dev/null env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 \
+  "$PYTHON" "$HERE/fake_model.py" --port-file "$RUN/model.port" --log "$RUN/model.jsonl"
+MODEL_PID=$LAST_PID
+wait_until test -s "$RUN/model.port" || abort "the fake model did not start: $(cat "$RUN/model.err")"
+MODEL_PORT=$(cat "$RUN/model.port")
+log "fake model on 127.0.0.1:$MODEL_PORT (pid $MODEL_PID)"
+
+# ---------------------------------------------------------------- demo (IDE side)
+CUR_CHECK=lock
+mkfifo "$RUN/demo.in"
+start_proc demo "$RUN/demo.in" env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 RUST_BACKTRACE=1 \
+  "${DEMO_CMD[@]}" ide --workspace "$WS"
+DEMO_PID=$LAST_PID
+exec 7> "$RUN/demo.in"
+DEMO_FD_OPEN=1
+WATCH_DEMO=1
+wait_json "$RUN/demo.out" 0 --eq event=ready || abort "demo never printed its ready line ($WHY)"
+READY=$JSON_LINE
+IDE_PORT=$(jget "$READY" port)
+LOCK_FILE=$(jget "$READY" lockFile)
+log "demo ready (pid $DEMO_PID): $READY"
+DEMO_ENV=()
+mapfile -t DEMO_ENV < <("$PYTHON" "$HERE/e2e_util.py" env-lines "$READY" env)
+PORT_ENV=()
+for kv in "${DEMO_ENV[@]}"; do
+  case $kv in
+    QWEN_CODE_IDE_*=*) PORT_ENV+=("$kv") ;;
+    *) log "note: not passing '${kv%%=*}' from the demo's env object to qwen" ;;
+  esac
+done
+printf '%s\n' "${PORT_ENV[@]}" | grep -q "^QWEN_CODE_IDE_SERVER_PORT=$IDE_PORT\$" \
+  || log "note: the demo's env object has no QWEN_CODE_IDE_SERVER_PORT=$IDE_PORT"
+if LOCK_REPORT=$("$PYTHON" "$HERE/e2e_util.py" check-lock "$LOCK_FILE" --port "$IDE_PORT" \
+      --workspace "$WS" --lock-dir "$HOME_DIR/.qwen/ide" --pid "$DEMO_PID"); then
+  printf '%s\n' "$LOCK_REPORT" | sed 's/^/    /'
+  pass lock "lock file $LOCK_FILE is complete (ideInfo, live ppid, token, workspace)"
+else
+  printf '%s\n' "$LOCK_REPORT" | sed 's/^/    /'
+  fail lock "lock file not as the CLI needs it"
+fi
+
+# Optional wire tap: qwen reads a copy of the lock that points at the proxy.
+TAP_LOCK=""
+if [ "${E2E_TAP:-0}" = 1 ]; then
+  start_proc tap /dev/null "$PYTHON" "$HERE/tap_proxy.py" --target-port "$IDE_PORT" \
+    --port-file "$RUN/tap.port" --log "$RUN/tap.log"
+  wait_until test -s "$RUN/tap.port" || abort "the tap proxy did not start"
+  TAP_PORT=$(cat "$RUN/tap.port")
+  TAP_LOCK=$HOME_DIR/.qwen/ide/$TAP_PORT.lock
+  "$PYTHON" "$HERE/e2e_util.py" retarget-lock "$LOCK_FILE" "$TAP_LOCK" "$TAP_PORT" || abort "cannot copy the lock file"
+  PORT_ENV=("QWEN_CODE_IDE_SERVER_PORT=$TAP_PORT" "QWEN_CODE_IDE_WORKSPACE_PATH=$WS")
+  log "E2E_TAP: qwen goes through 127.0.0.1:$TAP_PORT -> $IDE_PORT, wire log $RUN/tap.log"
+fi
+
+# The editor state before qwen starts: two files open, main.rs focused, cursor, selection.
+demo_cmd "open $OTHER"
+demo_cmd "open $ACTIVE"
+demo_cmd "focus $ACTIVE"
+demo_cmd "cursor 2 9"
+demo_cmd "select $SEL_TOKEN"
+
+# shellcheck disable=SC2054 # the commas belong to NO_PROXY
+QWEN_ENV=(PATH="$SYS_PATH" HOME="$HOME_DIR" TERM=xterm-256color LANG=C.UTF-8
+  QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0
+  NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
+log "qwen runs under env -i with only: $(printf '%s ' "${QWEN_ENV[@]%%=*}") + $(printf '%s ' "${PORT_ENV[@]}")(no TERM_PROGRAM)"
+new_session_id() { "$PYTHON" -c 'import uuid; print(uuid.uuid4())'; }
+qwen_args() {
+  QWEN_ARGS=(--openai-base-url "http://127.0.0.1:$MODEL_PORT/v1" --openai-api-key e2e-dummy-key
+    -m e2e-fake-model --auth-type openai --approval-mode default --debug --session-id "$1")
+}
+
+# ---------------------------------------------------------------- qwen (CLI side)
+SID=$(new_session_id)
+DEBUG_LOG=$HOME_DIR/.qwen/debug/$SID.txt
+qwen_args "$SID"
+if [ "$MODE" = tui ]; then
+  SOCK_DIR=$(mktemp -d /tmp/qce2e-tmux.XXXXXX)
+  TMUX_SOCK=$SOCK_DIR/sock
+  : > "$RUN/tui_input.jsonl"
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'cd %q || exit 99\n' "$WS"
+    printf '%q ' env -i "${QWEN_ENV[@]}" "${PORT_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
+      --input-file "$RUN/tui_input.jsonl" --json-file "$RUN/tui_events.jsonl"
+    printf '2> %q\n' "$RUN/qwen_tui.stderr"
+    printf 'echo $? > %q\n' "$RUN/qwen_tui.rc"
+  } > "$RUN/qwen_tui.sh"
+  chmod +x "$RUN/qwen_tui.sh"
+  tmux_cmd -f /dev/null new-session -d -s e2e -x 200 -y 50 "$RUN/qwen_tui.sh" \; \
+    set-option -t e2e remain-on-exit on || abort "could not start tmux"
+  TMUX_SERVER_PID=$(tmux_cmd display-message -p -t e2e '#{pid}')
+  PANE_PID=$(tmux_cmd display-message -p -t e2e '#{pane_pid}')
+  log "qwen TUI started in tmux (server pid $TMUX_SERVER_PID, pane pid $PANE_PID), debug log $DEBUG_LOG"
+else
+  mkfifo "$RUN/qwen.in"
+  start_proc qwen_sj "$RUN/qwen.in" bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" \
+    env -i "${QWEN_ENV[@]}" "${PORT_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
+    --input-format stream-json --output-format stream-json
+  QWEN_PID=$LAST_PID
+  exec 8> "$RUN/qwen.in"
+  QWEN_FD_OPEN=1
+  log "qwen (stream-json) started, pid $QWEN_PID, debug log $DEBUG_LOG"
+fi
+WATCH_QWEN=1
+
+# (a) connection: the lock's ideInfo alone (no TERM_PROGRAM) makes qwen connect.
+CUR_CHECK=a-connect
+T0=$(date +%s%N)
+DISCOVERED='Discovered [0-9]+ tools from IDE: '
+ide_settled() {
+  grep -qE "$DISCOVERED" "$DEBUG_LOG" 2>/dev/null && return 0
+  grep -qE 'IDE\] .*(failed|Directory mismatch|does not match cwd|not supported|Failed to connect|Error discovering)' "$DEBUG_LOG" 2>/dev/null
+}
+if wait_until ide_settled && grep -qE "$DISCOVERED" "$DEBUG_LOG"; then
+  line=$(grep -E "$DISCOVERED" "$DEBUG_LOG" | tail -n 1)
+  if [[ $line == *openDiff* && $line == *closeDiff* ]]; then
+    pass a-connect "qwen connected without TERM_PROGRAM in $(since "$T0")s: ${line#*] }"
+  else
+    fail a-connect "tools discovered, but not openDiff+closeDiff: $line"
+  fi
+else
+  fail a-connect "${WHY:-connection failed}; IDE lines: $(grep -F '[IDE]' "$DEBUG_LOG" 2>/dev/null | tail -n 3 | tr '\n' '|')"
+  abort "qwen did not connect to the demo"
+fi
+
+if [ "$MODE" = tui ]; then
+  wait_until file_has "$DEBUG_LOG" "RemoteInput: watching" || abort "the TUI never started watching --input-file ($WHY)"
+fi
+# The context was set before qwen started; the demo sends it when qwen's GET stream opens.
+# Give that notification a moment to land before the first prompt.
+sleep 1
+
+# (b) editor context reaches the model.
+CUR_CHECK=b-context
+T0=$(date +%s%N)
+FROM=$(lines_of "$RUN/model.jsonl")
+submit "E2E_ASK what is selected in my editor?" || abort "$WHY"
+if wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask; then
+  REQ=$JSON_LINE
+  jget "$REQ" last_user_text > "$RUN/ask_user_text.txt"
+  if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/ask_user_text.txt" --path "$ACTIVE" \
+        --cursor "line 2, character 9" --selected "$SEL_TOKEN" --other "$OTHER"); then
+    pass b-context "path, cursor and selection $SEL_TOKEN reached the model ($(since "$T0")s)"
+  else
+    printf '%s\n' "$CTX" | sed 's/^/    /'
+    fail b-context "the model's request lacks parts of the editor context"
+  fi
+else
+  fail b-context "no E2E_ASK request reached the fake model ($WHY)"
+fi
+
+# (b) live update: the user moves to README.md and selects something else while qwen is
+# connected. The model must get it as a delta. The update travels asynchronously, so ask
+# up to 3 times; a delta that shows up only on a later ask is reported.
+CUR_CHECK=b-live
+T0=$(date +%s%N)
+LIVE_TOKEN=E2E_LIVE_SELECTION_$TAG
+demo_cmd "focus $OTHER"
+demo_cmd "cursor 1 3"
+demo_cmd "select $LIVE_TOKEN"
+sleep 0.5
+LIVE_OK=0
+for attempt in 1 2 3; do
+  FROM=$(lines_of "$RUN/model.jsonl")
+  submit "E2E_ASK live update, attempt $attempt" || abort "$WHY"
+  if ! wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask --has "last_user_text=attempt $attempt"; then
+    fail b-live "the E2E_ASK request never reached the fake model ($WHY)"
+    LIVE_OK=2
+    break
+  fi
+  jget "$JSON_LINE" last_user_text > "$RUN/live_user_text.txt"
+  if grep -qF "$LIVE_TOKEN" "$RUN/live_user_text.txt"; then LIVE_OK=1; break; fi
+  log "the live update has not reached the model yet (attempt $attempt)"
+  sleep 1
+done
+if [ "$LIVE_OK" = 1 ]; then
+  if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/live_user_text.txt" --delta --path "$OTHER" \
+        --cursor "line 1, character 3" --selected "$LIVE_TOKEN"); then
+    pass b-live "the change reached the model as a delta on ask $attempt ($(since "$T0")s)"
+  else
+    printf '%s\n' "$CTX" | sed 's/^/    /'
+    fail b-live "the delta block the model got is not the expected one"
+  fi
+elif [ "$LIVE_OK" = 0 ]; then
+  printf '    last request: %s\n' "$(tail -c 400 "$RUN/live_user_text.txt" | tr '\n' '|')"
+  fail b-live "3 asks later, the model still has not seen the new selection $LIVE_TOKEN"
+fi
+
+# Helpers shared by the edit steps.
+expect_diff_opened() { # PATH CONTENT FROM
+  if ! wait_json "$RUN/demo.out" "$3" --eq event=diff_opened --eq "filePath=$1"; then
+    WHY="the demo printed no diff_opened for $1 ($WHY)"
+    return 1
+  fi
+  local got
+  got=$(jget "$JSON_LINE" newContent; echo x)
+  got=${got%x}
+  got=${got%$'\n'}   # jget adds one newline
+  if [ "$got" != "$2" ]; then WHY="diff_opened for $1 has newContent $(printf %q "$got"), expected $(printf %q "$2")"; return 1; fi
+}
+wait_tool_result() { # FROM TEXT -> the model got a tool result containing TEXT
+  wait_json "$RUN/model.jsonl" "$1" --eq last_role=tool --has "decision.text=$2"
+}
+
+# (c) accept from the IDE with edited text.
+CUR_CHECK=c-diff-opened
+T0=$(date +%s%N)
+ACCEPT_PATH=$WS/e2e_accept.txt
+ACCEPT_TOKEN=E2E_ACCEPT_$TAG
+D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
+submit "E2E_WRITE path=$ACCEPT_PATH content=$ACCEPT_TOKEN" || abort "$WHY"
+if expect_diff_opened "$ACCEPT_PATH" "$ACCEPT_TOKEN"$'\n' "$D0"; then
+  pass c-diff-opened "openDiff reached the demo with the proposed content ($(since "$T0")s)"
+  CUR_CHECK=c-accept
+  printf '%s\n// edited in the IDE before accepting (%s)\n' "$ACCEPT_TOKEN" "$TAG" > "$RUN/accept_edited.txt"
+  demo_cmd "accept-from $RUN/accept_edited.txt $ACCEPT_PATH"
+  if wait_until file_is "$ACCEPT_PATH" "$RUN/accept_edited.txt"; then
+    if wait_tool_result "$M0" "$ACCEPT_PATH"; then
+      pass c-accept "file holds exactly the IDE-edited text; the model got the tool result ($(since "$T0")s)"
+    else
+      fail c-accept "file written, but the model never got the tool result ($WHY)"
+    fi
+  else
+    fail c-accept "$ACCEPT_PATH does not hold the edited text ($WHY); on disk: $( [ -f "$ACCEPT_PATH" ] && od -c "$ACCEPT_PATH" | head -n 5 | tr '\n' ' ' || echo 'no file')"
+    [ -f "$ACCEPT_PATH" ] || DIFF_BLOCKED="the accept diff never resolved, and qwen handles one at a time"
+  fi
+else
+  fail c-diff-opened "$WHY"
+  fail c-accept "no diff to accept"
+  DIFF_BLOCKED="the accept edit is still pending, and qwen handles one at a time"
+fi
+
+# (c) the IDE declines: `reject` sends ide/diffRejected, `closed` (the user closed the
+# diff view) sends ide/diffClosed; qwen treats both as a rejection and writes nothing.
+ide_declines() { # CHECK VERB NAME
+  local check=$1 verb=$2 name=$3 path token
+  CUR_CHECK=$check
+  if [ -n "$DIFF_BLOCKED" ]; then fail "$check" "not run: $DIFF_BLOCKED"; return; fi
+  T0=$(date +%s%N)
+  path=$WS/e2e_$name.txt
+  token=E2E_${name^^}_$TAG
+  D0=$(lines_of "$RUN/demo.out")
+  submit "E2E_WRITE path=$path content=$token" || abort "$WHY"
+  if ! expect_diff_opened "$path" "$token"$'\n' "$D0"; then
+    fail "$check" "$WHY"
+    DIFF_BLOCKED="the $name edit is still pending, and qwen handles one at a time"
+    return
+  fi
+  if [ "$MODE" = tui ]; then
+    wait_until pane_has "Apply this change?" || log "note: the CLI dialog did not show ($WHY)"
+    demo_cmd "$verb $path"
+    if ! wait_until pane_lacks "Apply this change?"; then
+      fail "$check" "the CLI still shows its dialog after '$verb' ($WHY)"
+      DIFF_BLOCKED="the $name diff never resolved, and qwen handles one at a time"
+      return
+    fi
+    sleep 1   # a wrongly accepted edit would be written right after the dialog closes
+  else
+    demo_cmd "$verb $path"
+    # One {"type":"result"} line per finished turn; this is turn number $TURNS.
+    if ! wait_json "$RUN/qwen_sj.out" 0 --nth "$TURNS" --eq type=result; then
+      fail "$check" "the turn did not end after '$verb' ($WHY)"
+      DIFF_BLOCKED="the $name diff never resolved, and qwen handles one at a time"
+      return
+    fi
+  fi
+  if [ -e "$path" ]; then
+    fail "$check" "$path was written although the IDE declined the diff ($verb)"
+  else
+    pass "$check" "'$verb' ended the turn, nothing written ($(since "$T0")s)"
+  fi
+}
+ide_declines c-reject reject reject
+ide_declines c-closed closed closed
+
+# (d) the user answers in the CLI: qwen calls closeDiff and parses the reply.
+if [ "$MODE" = tui ] && [ -n "$DIFF_BLOCKED" ]; then
+  fail d-cli-accept "not run: $DIFF_BLOCKED"
+elif [ "$MODE" = tui ]; then
+  CUR_CHECK=d-cli-accept
+  T0=$(date +%s%N)
+  HOLD_PATH=$WS/e2e_hold.txt
+  HOLD_TOKEN=E2E_HOLD_$TAG
+  D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
+  submit "E2E_WRITE path=$HOLD_PATH content=$HOLD_TOKEN" || abort "$WHY"
+  printf '%s\n' "$HOLD_TOKEN" > "$RUN/hold_expected.txt"
+  if ! expect_diff_opened "$HOLD_PATH" "$HOLD_TOKEN"$'\n' "$D0"; then
+    fail d-cli-accept "$WHY"
+  elif ! wait_until pane_has "Apply this change?"; then
+    fail d-cli-accept "the CLI approval dialog never showed ($WHY)"
+  else
+    log "tmux <- 1 (Yes, allow once)"
+    tmux_cmd send-keys -t e2e 1
+    if ! wait_json "$RUN/demo.out" "$D0" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH"; then
+      fail d-cli-accept "closeDiff never reached the demo ($WHY)"
+    elif ! wait_until pane_lacks "Apply this change?"; then
+      fail d-cli-accept "the CLI dialog stayed open after answering 1 ($WHY)"
+    elif ! wait_until file_is "$HOLD_PATH" "$RUN/hold_expected.txt"; then
+      fail d-cli-accept "closeDiff arrived but $HOLD_PATH does not hold the proposed content ($WHY)"
+    elif ! wait_tool_result "$M0" "$HOLD_PATH"; then
+      fail d-cli-accept "file written, but the model never got the tool result ($WHY)"
+    else
+      D_OK=1   # the reply is judged after /quit, when the debug log is complete
+      log "closeDiff reached the demo and the file was written ($(since "$T0")s)"
+    fi
+  fi
+fi
+
+# keepalive (optional): the companion must not leave qwen's GET stream silent.
+if [ -n "$KEEPALIVE_S" ]; then
+  CUR_CHECK=keepalive
+  OFF=$(stat -c %s "$RUN/tap.log")
+  log "keepalive: idling ${KEEPALIVE_S}s, watching qwen's GET /mcp stream through the tap"
+  sleep "$KEEPALIVE_S"
+  KA=$("$PYTHON" "$HERE/e2e_util.py" tap-get-traffic "$RUN/tap.log" --from-offset "$OFF")
+  printf '%s\n' "$KA" | tail -n +2 | sed 's/^/    /'
+  if [ "$(printf '%s\n' "$KA" | head -n 1)" -ge 1 ] 2>/dev/null; then
+    pass keepalive "$(printf '%s\n' "$KA" | head -n 1) SSE chunk(s) on the idle GET stream in ${KEEPALIVE_S}s"
+  else
+    fail keepalive "no traffic on qwen's GET stream during ${KEEPALIVE_S}s of idling (qwen gives up after 300s)"
+  fi
+fi
+
+# quit: the CLI leaves promptly.
+CUR_CHECK=quit
+T0=$(date +%s%N)
+WATCH_QWEN=0
+if [ "$MODE" = tui ]; then
+  tmux_cmd send-keys -t e2e -l /quit
+  sleep 0.3
+  tmux_cmd send-keys -t e2e Enter
+  if wait_until test -s "$RUN/qwen_tui.rc"; then
+    QRC=$(cat "$RUN/qwen_tui.rc")
+    if [ "$QRC" = 0 ]; then pass quit "/quit exited in $(since "$T0")s"; else fail quit "qwen exited with status $QRC"; fi
+  else
+    fail quit "qwen did not exit after /quit ($WHY)"
+  fi
+  tmux_cmd capture-pane -p -S -200 -t e2e > "$RUN/pane.final.txt" 2>/dev/null
+else
+  exec 8>&-
+  QWEN_FD_OPEN=0
+  if wait_until eval '! proc_alive "$QWEN_PID"'; then
+    wait "$QWEN_PID"; QRC=$?
+    if [ "$QRC" = 0 ]; then pass quit "qwen exited after stdin closed ($(since "$T0")s)"; else fail quit "qwen exited with status $QRC"; fi
+  else
+    fail quit "qwen did not exit after its stdin closed ($WHY)"
+  fi
+fi
+
+if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
+  if [ "${D_OK:-0}" != 1 ]; then
+    fail d-cli-accept "not completed"
+  elif grep -qF "Invalid JSON in closeDiff response" "$DEBUG_LOG"; then
+    fail d-cli-accept "qwen could not parse the closeDiff reply: $(grep -F 'Invalid JSON in closeDiff response' "$DEBUG_LOG" | tail -n 1 | short)"
+  elif grep -qE "Request for closeDiff .* failed" "$DEBUG_LOG"; then
+    fail d-cli-accept "closeDiff failed: $(grep -E 'Request for closeDiff .* failed' "$DEBUG_LOG" | tail -n 1 | short)"
+  else
+    N_CLOSE=$("$PYTHON" "$HERE/e2e_util.py" count-json "$RUN/demo.out" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH")
+    if [ "$N_CLOSE" != 1 ]; then
+      # IdeClient.disconnect() re-sends closeDiff for diffs whose closeDiff never returned.
+      fail d-cli-accept "closeDiff for $HOLD_PATH was requested $N_CLOSE times (reply lost or late?)"
+    else
+      pass d-cli-accept "closeDiff answered with a reply qwen accepted; proposed content written"
+    fi
+  fi
+fi
+
+# scan: no QWEN_CODE_IDE_SERVER_PORT, cwd below the workspace, a newer decoy lock of
+# another workspace next to ours (ppid alive so qwen keeps it): qwen must pick ours.
+CUR_CHECK=scan
+T0=$(date +%s%N)
+[ -n "$TAP_LOCK" ] && rm -f "$TAP_LOCK"
+DECOY=$HOME_DIR/.qwen/ide/9.lock
+printf '{"port":9,"workspacePath":"%s","authToken":"decoy","ppid":%d,"ideInfo":{"name":"decoy","displayName":"Decoy"}}\n' \
+  "$RUN/other-ws" "$$" > "$DECOY"
+SCAN_SID=$(new_session_id)
+SCAN_DEBUG_LOG=$HOME_DIR/.qwen/debug/$SCAN_SID.txt
+qwen_args "$SCAN_SID"
+M0=$(lines_of "$RUN/model.jsonl")
+start_proc scan /dev/null bash -c 'cd "$1" && shift && exec "$@"' _ "$WS/src" \
+  env -i "${QWEN_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" -p "E2E_ASK scan $TAG"
+SCAN_PID=$LAST_PID
+if wait_until eval '! proc_alive "$SCAN_PID"'; then
+  wait "$SCAN_PID"; SRC=$?
+  if [ "$SRC" != 0 ]; then
+    fail scan "headless qwen exited with status $SRC"
+  elif ! grep -qE "$DISCOVERED.*openDiff" "$SCAN_DEBUG_LOG" 2>/dev/null; then
+    fail scan "qwen did not find the demo by scanning the lock directory: $(grep -F '[IDE]' "$SCAN_DEBUG_LOG" 2>/dev/null | tail -n 3 | tr '\n' '|')"
+  elif ! grep -qF "127.0.0.1:$IDE_PORT" "$SCAN_DEBUG_LOG"; then
+    fail scan "qwen connected somewhere else: $(grep -F 'Attempting to connect' "$SCAN_DEBUG_LOG" | tr '\n' '|')"
+  elif ! wait_json "$RUN/model.jsonl" "$M0" --eq decision.why=ask --has "last_user_text=E2E_ASK scan $TAG"; then
+    fail scan "the headless prompt never reached the model ($WHY)"
+  else
+    jget "$JSON_LINE" last_user_text > "$RUN/scan_user_text.txt"
+    # A fresh session gets the current state: README.md active since b-live.
+    if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/scan_user_text.txt" --path "$OTHER" \
+          --cursor "line 1, character 3" --selected "$LIVE_TOKEN" --other "$ACTIVE"); then
+      if [ -f "$LOCK_FILE" ]; then
+        pass scan "found by cwd scan (decoy skipped), context delivered ($(since "$T0")s)"
+      else
+        fail scan "connected, but the lock file $LOCK_FILE is gone afterwards (qwen deleted it as stale?)"
+      fi
+    else
+      printf '%s\n' "$CTX" | sed 's/^/    /'
+      fail scan "connected by scan, but the editor context did not reach the model"
+    fi
+  fi
+else
+  fail scan "headless qwen did not finish ($WHY)"
+fi
+rm -f "$DECOY"
+
+# stop: the demo removes its lock file and exits.
+CUR_CHECK=stop
+T0=$(date +%s%N)
+WATCH_DEMO=0
+demo_cmd stop
+exec 7>&-
+DEMO_FD_OPEN=0
+if wait_until eval '! proc_alive "$DEMO_PID"'; then
+  wait "$DEMO_PID"; DRC=$?
+  if [ -e "$LOCK_FILE" ]; then
+    fail stop "the demo exited but left its lock file $LOCK_FILE"
+  elif grep -qF "panicked" "$RUN/demo.err"; then
+    fail stop "the demo reported a panic: $(grep -F panicked "$RUN/demo.err" | head -n 1)"
+  elif [ "$DRC" != 0 ]; then
+    fail stop "the demo exited with status $DRC"
+  else
+    pass stop "lock file removed, demo exited 0 ($(since "$T0")s)"
+  fi
+else
+  fail stop "the demo did not exit after 'stop' ($WHY)"
+fi
+
+N_ERR=$("$PYTHON" "$HERE/e2e_util.py" count-json "$RUN/demo.out" --eq event=error)
+if [ "$N_ERR" != 0 ]; then
+  log "note: the demo printed $N_ERR error event(s):"
+  grep -E '"event": ?"error"' "$RUN/demo.out" | short | sed 's/^/    /'
+fi
+log "test phase took $(since "$T_TEST")s"
+FINISHED=1
+exit 0
