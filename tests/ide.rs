@@ -807,3 +807,36 @@ fn pull_mode_events_and_answers() {
     drop(s);
     let _ = c.call("tools/list", json!({}));
 }
+
+#[test]
+fn stop_answers_a_pending_open_diff() {
+    let (f, c, _s) = connected();
+    f.companion
+        .set_open_diff_callback(Some(Arc::new(|_: &str, _: &str| {
+            std::thread::sleep(Duration::from_millis(1500));
+            Ok(())
+        })));
+    let (port, token, session) = (c.port, c.token.clone(), c.session.clone());
+    let caller = std::thread::spawn(move || {
+        let mut c2 = Client::new(port, &token);
+        c2.session = session;
+        c2.tool(
+            "openDiff",
+            json!({"filePath": "/abs/slow", "newContent": "x"}),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    f.companion.stop().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(1200),
+        "stop took {:?}",
+        t0.elapsed()
+    );
+    let r = caller.join().expect("the CLI got a reply");
+    assert_eq!(r["isError"], true);
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("stopping"));
+}

@@ -12,7 +12,7 @@ pub mod server;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -217,6 +217,9 @@ struct Running {
     lock_path: PathBuf,
     lock_dir: PathBuf,
     cancel: CancellationToken,
+    /// Cancelled first on stop: questions still waiting for the host are
+    /// answered with an error, so no CLI request is left without a reply.
+    requests: CancellationToken,
     hub: Arc<Hub>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -234,6 +237,8 @@ pub struct Inner {
     running: Mutex<Option<Running>>,
     context_changed: Arc<Notify>,
     events: Mutex<Option<events::EventQueue>>,
+    /// Tool calls being answered right now (stop lets them finish).
+    pub(crate) tool_calls: AtomicUsize,
 }
 
 /// A question for the host (answered by a callback or through the event queue).
@@ -312,13 +317,18 @@ impl Inner {
                 },
             }
         };
-        Some(
-            match tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer).await {
+        let stopping = lock(&self.running)
+            .as_ref()
+            .map(|r| r.requests.clone())
+            .unwrap_or_default();
+        Some(tokio::select! {
+            a = tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer) => match a {
                 Ok(Ok(a)) => a,
                 Ok(Err(_)) => Err("the companion is shutting down".to_string()),
                 Err(_) => Err("the IDE did not answer within 30 s".to_string()),
             },
-        )
+            _ = stopping.cancelled() => Err("the IDE companion is stopping".to_string()),
+        })
     }
 
     fn hub(&self) -> Option<Arc<Hub>> {
@@ -352,6 +362,7 @@ impl Companion {
                 running: Mutex::new(None),
                 context_changed: Arc::new(Notify::new()),
                 events: Mutex::new(None),
+                tool_calls: AtomicUsize::new(0),
             }),
         })
     }
@@ -469,6 +480,12 @@ impl Companion {
         let shutdown = cancel.clone();
         let logger = self.inner.logger.clone();
         let server = handle.spawn(async move {
+            // Replies are small writes after the headers: without TCP_NODELAY
+            // each would wait for the client's delayed ACK (~40 ms).
+            let listener =
+                axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                    let _ = tcp.set_nodelay(true);
+                });
             if let Err(e) = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { shutdown.cancelled().await })
                 .await
@@ -507,6 +524,7 @@ impl Companion {
             token,
             lock_path,
             lock_dir,
+            requests: CancellationToken::new(),
             cancel,
             hub,
             server,
@@ -519,11 +537,29 @@ impl Companion {
         let Some(r) = lock(&self.inner.running).take() else {
             return Err(Error::not_running());
         };
+        r.requests.cancel();
+        let on_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if !on_runtime {
+            // Let tool calls in progress send their (error) replies first.
+            let inner = self.inner.clone();
+            r.runtime.handle().block_on(async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+                while inner.tool_calls.load(Ordering::Acquire) > 0
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                if inner.tool_calls.load(Ordering::Acquire) == 0 {
+                    // The last reply leaves through rmcp's session task.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+        }
         r.cancel.cancel();
         let removed = lockfile::remove_lock(&r.lock_path);
         r.hub.clear();
         lock(&self.inner.diffs).clear();
-        if tokio::runtime::Handle::try_current().is_err() {
+        if !on_runtime {
             let server = r.server;
             let _ = r.runtime.handle().block_on(async move {
                 tokio::time::timeout(Duration::from_secs(2), server).await
