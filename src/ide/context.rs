@@ -374,7 +374,7 @@ mod tests {
         // emoji (2 units) straddling the cut point
         let mut s = "a".repeat(MAX_SELECTED_TEXT_UNITS - marker - 1);
         s.push('😀');
-        s.push_str("tail");
+        s.push_str(&"tail".repeat(10));
         let t = truncate_selection(&s);
         assert!(t.ends_with(TRUNCATION_MARKER));
         assert!(utf16_len(&t) <= MAX_SELECTED_TEXT_UNITS);

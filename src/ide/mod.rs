@@ -5,6 +5,7 @@
 //! [`Companion`] is the Rust API; `crate::ffi` wraps it for C.
 
 pub mod context;
+mod debounce;
 pub mod events;
 pub mod hub;
 pub mod lockfile;
@@ -18,7 +19,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::Dispatcher;
@@ -235,7 +235,8 @@ pub struct Inner {
     diffs: Mutex<HashMap<String, OpenDiff>>,
     next_diff_id: AtomicU64,
     running: Mutex<Option<Running>>,
-    context_changed: Arc<Notify>,
+    /// The running companion's debouncer (None when stopped).
+    debouncer: Mutex<Option<Arc<debounce::Debouncer>>>,
     events: Mutex<Option<events::EventQueue>>,
     /// Tool calls being answered right now (stop lets them finish).
     pub(crate) tool_calls: AtomicUsize,
@@ -331,6 +332,16 @@ impl Inner {
         })
     }
 
+    /// Sends the current context to every connected client (if it changed).
+    fn publish_context(&self) {
+        let (version, value) = self.normalized_context();
+        if let Some(hub) = self.hub() {
+            if hub.publish_context(version, value) {
+                self.logger.debug(|| "context update sent".into());
+            }
+        }
+    }
+
     fn hub(&self) -> Option<Arc<Hub>> {
         lock(&self.running).as_ref().map(|r| r.hub.clone())
     }
@@ -360,7 +371,7 @@ impl Companion {
                 diffs: Mutex::new(HashMap::new()),
                 next_diff_id: AtomicU64::new(1),
                 running: Mutex::new(None),
-                context_changed: Arc::new(Notify::new()),
+                debouncer: Mutex::new(None),
                 events: Mutex::new(None),
                 tool_calls: AtomicUsize::new(0),
             }),
@@ -493,11 +504,15 @@ impl Companion {
                 logger.error(|| format!("server stopped: {e}"));
             }
         });
-        handle.spawn(debounce_loop(
-            Arc::downgrade(&self.inner),
-            self.inner.context_changed.clone(),
-            cancel.clone(),
-        ));
+        let weak = Arc::downgrade(&self.inner);
+        let debouncer =
+            debounce::Debouncer::start(settings.debounce, settings.max_wait, move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.publish_context();
+                }
+            })
+            .map_err(|e| Error::io("cannot start the debounce thread", e))?;
+        *lock(&self.inner.debouncer) = Some(Arc::new(debouncer));
         handle.spawn(reap_loop(hub.clone(), session_manager, cancel.clone()));
 
         let lock_path = match lockfile::write_lock(
@@ -509,6 +524,9 @@ impl Companion {
             Err(e) => {
                 cancel.cancel();
                 server.abort();
+                if let Some(d) = lock(&self.inner.debouncer).take() {
+                    d.stop();
+                }
                 return Err(e);
             }
         };
@@ -538,6 +556,10 @@ impl Companion {
             return Err(Error::not_running());
         };
         r.requests.cancel();
+        let debouncer = lock(&self.inner.debouncer).take();
+        if let Some(d) = debouncer {
+            d.stop();
+        }
         let on_runtime = tokio::runtime::Handle::try_current().is_ok();
         if !on_runtime {
             // Let tool calls in progress send their (error) replies first.
@@ -640,7 +662,10 @@ impl Companion {
             f(&mut state)?;
             state.version += 1;
         }
-        self.inner.context_changed.notify_one();
+        let debouncer = lock(&self.inner.debouncer).clone();
+        if let Some(d) = debouncer {
+            d.notify();
+        }
         Ok(())
     }
 
@@ -746,45 +771,6 @@ impl Drop for Companion {
 
 type SessionManagerImpl =
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-
-/// Sends one `ide/contextUpdate` after `debounce` of quiet, or after
-/// `max_wait` of continuous events (so steady cursor motion cannot starve it).
-async fn debounce_loop(
-    inner: std::sync::Weak<Inner>,
-    changed: Arc<Notify>,
-    cancel: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            _ = changed.notified() => {}
-            _ = cancel.cancelled() => return,
-        }
-        let Some((debounce, max_wait)) = inner.upgrade().map(|i| {
-            let s = i.settings();
-            (s.debounce, s.max_wait)
-        }) else {
-            return;
-        };
-        let deadline = tokio::time::Instant::now() + max_wait;
-        loop {
-            tokio::select! {
-                _ = changed.notified() => {
-                    if tokio::time::Instant::now() >= deadline { break; }
-                }
-                _ = tokio::time::sleep(debounce) => break,
-                _ = tokio::time::sleep_until(deadline) => break,
-                _ = cancel.cancelled() => return,
-            }
-        }
-        let Some(inner) = inner.upgrade() else { return };
-        let (version, value) = inner.normalized_context();
-        if let Some(hub) = inner.hub() {
-            if hub.publish_context(version, value) {
-                inner.logger.debug(|| "context update sent".into());
-            }
-        }
-    }
-}
 
 async fn reap_loop(hub: Arc<Hub>, sessions: Arc<SessionManagerImpl>, cancel: CancellationToken) {
     use rmcp::transport::streamable_http_server::session::SessionManager;
