@@ -977,7 +977,7 @@ mod ours {
     use super::*;
     use std::ffi::{c_char, c_void, CStr, CString};
 
-    // Declared from docs/c-api.md; resolved against the crate's `#[no_mangle]` symbols.
+    // Declared from include/qwen_companion.h; resolved against the crate's `#[no_mangle]` symbols.
     type OpenDiffFn =
         extern "C" fn(*mut c_void, *const c_char, *const c_char, usize, *mut c_void) -> i32;
     type FreeFn = extern "C" fn(*mut c_void);

@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use super::names::{flatten_label, utf16_len};
 
-pub const CONTROLLER_TOKEN_PREFIX: &str = "qpc_";
+pub(crate) const CONTROLLER_TOKEN_PREFIX: &str = "qpc_";
 const MAX_PRESENTED_TOKEN_CHARS: usize = 256;
 const MAX_LABEL_CHARS: usize = 40;
 const MAX_REGISTRY_BYTES: u64 = 64 * 1024;
@@ -40,11 +40,17 @@ struct Grant {
 fn is_id(s: &str) -> bool {
     s.len() == 10
         && s.starts_with("c_")
-        && s[2..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && s[2..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn decode_hash(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if s.len() != 64
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return None;
     }
     let mut out = [0u8; 32];
@@ -141,9 +147,7 @@ mod tests {
         let dir = crate::sessions::testutil::TempDir::new("ctl");
         let tok = format!("qpc_{}", "ab".repeat(32));
         let other = format!("qpc_{}", "cd".repeat(32));
-        let entry = |id: &str, label: &str, token: &str| {
-            json!({"id": id, "label": label, "tokenHash": sha256_hex(token.as_bytes()), "createdAt": 1})
-        };
+        let entry = |id: &str, label: &str, token: &str| json!({"id": id, "label": label, "tokenHash": sha256_hex(token.as_bytes()), "createdAt": 1});
         let p = write(
             dir.path(),
             &json!({"schemaVersion": 1, "controllers": [
@@ -157,7 +161,10 @@ mod tests {
         );
         assert_eq!(
             resolve(&p, &tok),
-            Some(Controller { id: "c_0000000a".into(), label: "CI bot".into() })
+            Some(Controller {
+                id: "c_0000000a".into(),
+                label: "CI bot".into()
+            })
         );
         assert_eq!(resolve(&p, &other), None, "every other entry is malformed");
         assert_eq!(resolve(&p, &tok.to_uppercase()), None);
@@ -165,11 +172,19 @@ mod tests {
         assert_eq!(valid_ids(&p), HashSet::from(["c_0000000a".to_string()]));
 
         // A wrong schemaVersion disables every grant.
-        let p = write(dir.path(), &json!({"schemaVersion": 2, "controllers": [entry("c_0000000a", "x", &tok)]}));
+        let p = write(
+            dir.path(),
+            &json!({"schemaVersion": 2, "controllers": [entry("c_0000000a", "x", &tok)]}),
+        );
         assert_eq!(resolve(&p, &tok), None);
         // A symlink to a good file is ignored.
         let good = dir.path().join("good.json");
-        std::fs::write(&good, json!({"schemaVersion": 1, "controllers": [entry("c_0000000a", "x", &tok)]}).to_string()).unwrap();
+        std::fs::write(
+            &good,
+            json!({"schemaVersion": 1, "controllers": [entry("c_0000000a", "x", &tok)]})
+                .to_string(),
+        )
+        .unwrap();
         assert!(resolve(&good, &tok).is_some());
         let link = dir.path().join("link.json");
         std::os::unix::fs::symlink(&good, &link).unwrap();

@@ -8,12 +8,12 @@ use serde_json::{Map, Value};
 use super::names::{is_addressable_msg_id, js_trim};
 
 /// Frame version we speak; frames with a higher `msgV` are ignored.
-pub const FRAME_VERSION: u32 = 1;
+pub(crate) const FRAME_VERSION: u32 = 1;
 /// Longest line, in UTF-16 code units, a reader buffers without a newline
 /// (and the longest frame a sender may write).
-pub const MAX_FRAME_UNITS: usize = 1024 * 1024;
+pub(crate) const MAX_FRAME_UNITS: usize = 1024 * 1024;
 /// Most extra ids one `dropped` receipt carries.
-pub const MAX_DROPPED_MSG_IDS: usize = 256;
+pub(crate) const MAX_DROPPED_MSG_IDS: usize = 256;
 
 /// The review class a sender asserts (`fromMode`) or a receiver has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -285,8 +285,10 @@ pub fn parse_frame(line: &str) -> Option<Frame> {
 
 /// The auth line, newline included.
 pub fn auth_line(token: &str) -> String {
-    let mut s = serde_json::to_string(&serde_json::json!({"msgV": FRAME_VERSION, "type": "auth", "token": token}))
-        .expect("serialising a JSON object");
+    let mut s = serde_json::to_string(
+        &serde_json::json!({"msgV": FRAME_VERSION, "type": "auth", "token": token}),
+    )
+    .expect("serialising a JSON object");
     s.push('\n');
     s
 }
@@ -396,7 +398,11 @@ pub fn status_frame_json(
         orig_msg_id,
         from,
         reason: describe_status(status),
-        drop_reason: if dropped { drop_reason.map(DropReason::as_str) } else { None },
+        drop_reason: if dropped {
+            drop_reason.map(DropReason::as_str)
+        } else {
+            None
+        },
         dropped_msg_ids: ids,
     })
     .expect("serialising a receipt")
@@ -541,7 +547,10 @@ mod tests {
             (r#"{"msgV":1,"type":"user","token":"t"}"#, None),
             (r#"[1]"#, None),
             (r#"not json"#, None),
-            (" {\"msgV\":1,\"type\":\"auth\",\"token\":\"t\"}\r", Some("t")),
+            (
+                " {\"msgV\":1,\"type\":\"auth\",\"token\":\"t\"}\r",
+                Some("t"),
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(parse_auth_line(line).as_deref(), *want, "{line}");
@@ -566,7 +575,10 @@ mod tests {
             (json!({"msgId": 5}), false),
             (json!({"type": "other"}), false),
             (json!({"type": "auth"}), false),
-            (json!({"message": {"role": "assistant", "content": "x"}}), false),
+            (
+                json!({"message": {"role": "assistant", "content": "x"}}),
+                false,
+            ),
             (json!({"message": {"role": "user", "content": ""}}), false),
             (json!({"message": {"role": "user", "content": "   "}}), true),
             (json!({"message": {"role": "user", "content": 5}}), false),
@@ -585,14 +597,18 @@ mod tests {
             "from": "/s.sock", "replyToken": "rt", "fromName": "n",
             "fromMode": "BYPASS", "toSessionId": "sid", "priority": "urgent"
         }));
-        let Some(Frame::User(f)) = parse_frame(&line) else { panic!() };
+        let Some(Frame::User(f)) = parse_frame(&line) else {
+            panic!()
+        };
         assert_eq!(f.from.as_deref(), Some("/s.sock"));
         assert_eq!(f.reply_token.as_deref(), Some("rt"));
         assert_eq!(f.from_mode, None, "fromMode is case-sensitive");
         assert_eq!(f.priority, Priority::Next);
         assert_eq!(f.to_session_id.as_deref(), Some("sid"));
         let line = user(json!({"fromMode": "bypass", "priority": "now", "from": 7}));
-        let Some(Frame::User(f)) = parse_frame(&line) else { panic!() };
+        let Some(Frame::User(f)) = parse_frame(&line) else {
+            panic!()
+        };
         assert_eq!(f.from_mode, Some(ReviewClass::Bypass));
         assert_eq!(f.priority, Priority::Now);
         assert_eq!(f.from, None);
@@ -610,50 +626,112 @@ mod tests {
             }
             v.to_string()
         };
-        assert!(matches!(parse_frame(&base(json!({}))), Some(Frame::Control(c)) if c.status == DeliveryState::Held));
-        assert!(parse_frame(&base(json!({"status": "read"}))).is_none(), "unknown status");
+        assert!(
+            matches!(parse_frame(&base(json!({}))), Some(Frame::Control(c)) if c.status == DeliveryState::Held)
+        );
+        assert!(
+            parse_frame(&base(json!({"status": "read"}))).is_none(),
+            "unknown status"
+        );
         assert!(parse_frame(&base(json!({"status": "pending"}))).is_none());
         assert!(parse_frame(&base(json!({"action": "other"}))).is_none());
         assert!(parse_frame(&base(json!({"origMsgId": ""}))).is_none());
-        assert!(parse_frame(&base(json!({"origMsgId": "any thing é"}))).is_some(), "origMsgId is not checked");
-        assert!(parse_frame(&base(json!({"msgId": "-bad"}))).is_none(), "receipt ids are checked");
+        assert!(
+            parse_frame(&base(json!({"origMsgId": "any thing é"}))).is_some(),
+            "origMsgId is not checked"
+        );
+        assert!(
+            parse_frame(&base(json!({"msgId": "-bad"}))).is_none(),
+            "receipt ids are checked"
+        );
         let Some(Frame::Control(c)) = parse_frame(&base(json!({
             "status": "dropped", "dropReason": "duplicate",
             "droppedMsgIds": ["a", "-bad", 5, "b"]
-        }))) else { panic!() };
+        }))) else {
+            panic!()
+        };
         assert_eq!(c.drop_reason, Some(DropReason::Duplicate));
         assert_eq!(c.dropped_msg_ids, vec!["a", "b"]);
         let Some(Frame::Control(c)) = parse_frame(&base(json!({
             "status": "held", "dropReason": "duplicate", "droppedMsgIds": ["a"]
-        }))) else { panic!() };
+        }))) else {
+            panic!()
+        };
         assert_eq!(c.drop_reason, None);
         assert!(c.dropped_msg_ids.is_empty());
         let many: Vec<String> = (0..300).map(|i| format!("id{i}")).collect();
-        let Some(Frame::Control(c)) = parse_frame(&base(json!({"status":"dropped","droppedMsgIds": many}))) else { panic!() };
+        let Some(Frame::Control(c)) =
+            parse_frame(&base(json!({"status":"dropped","droppedMsgIds": many})))
+        else {
+            panic!()
+        };
         assert_eq!(c.dropped_msg_ids.len(), 256);
     }
 
     #[test]
     fn status_frames_round_trip() {
         let ids = vec!["x1".to_string(), "x2".to_string()];
-        let line = status_frame_json("r1", DeliveryState::Dropped, "m1", Some("/me.sock"), Some(DropReason::RateLimited), &ids);
-        let Some(Frame::Control(c)) = parse_frame(&line) else { panic!() };
+        let line = status_frame_json(
+            "r1",
+            DeliveryState::Dropped,
+            "m1",
+            Some("/me.sock"),
+            Some(DropReason::RateLimited),
+            &ids,
+        );
+        let Some(Frame::Control(c)) = parse_frame(&line) else {
+            panic!()
+        };
         assert_eq!(c.dropped_msg_ids, ids);
         assert_eq!(c.drop_reason, Some(DropReason::RateLimited));
-        let line = status_frame_json("r2", DeliveryState::Held, "m1", None, Some(DropReason::Duplicate), &ids);
+        let line = status_frame_json(
+            "r2",
+            DeliveryState::Held,
+            "m1",
+            None,
+            Some(DropReason::Duplicate),
+            &ids,
+        );
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert!(v.get("dropReason").is_none() && v.get("droppedMsgIds").is_none() && v.get("from").is_none());
+        assert!(
+            v.get("dropReason").is_none()
+                && v.get("droppedMsgIds").is_none()
+                && v.get("from").is_none()
+        );
         let line = status_frame_json("r3", DeliveryState::Dropped, "m1", None, None, &[]);
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert!(v.get("droppedMsgIds").is_none(), "an empty list is left off");
+        assert!(
+            v.get("droppedMsgIds").is_none(),
+            "an empty list is left off"
+        );
     }
 
     #[test]
     fn transitions() {
         use DeliveryState::*;
-        let all = [Pending, Held, Delivered, Denied, Refused, Expired, Misaddressed, Dropped];
+        let all = [
+            Pending,
+            Held,
+            Delivered,
+            Denied,
+            Refused,
+            Expired,
+            Misaddressed,
+            Dropped,
+        ];
         let allowed: &[(DeliveryState, &[DeliveryState])] = &[
-            (Pending, &[Held, Delivered, Denied, Refused, Expired, Misaddressed, Dropped]),
+            (
+                Pending,
+                &[
+                    Held,
+                    Delivered,
+                    Denied,
+                    Refused,
+                    Expired,
+                    Misaddressed,
+                    Dropped,
+                ],
+            ),
             (Held, &[Delivered, Denied, Expired, Misaddressed]),
             (Delivered, &[Expired, Misaddressed]),
             (Denied, &[]),
@@ -664,7 +742,11 @@ mod tests {
         ];
         for (from, to) in allowed {
             for next in all {
-                assert_eq!(from.can_become(next), to.contains(&next), "{from:?} -> {next:?}");
+                assert_eq!(
+                    from.can_become(next),
+                    to.contains(&next),
+                    "{from:?} -> {next:?}"
+                );
             }
         }
     }
@@ -685,7 +767,11 @@ mod tests {
         let (l, _) = lines_of(&[b"a\nb\n"]);
         assert_eq!(l, vec!["a", "b"]);
         let (l, _) = lines_of(&[b"\n  \n\t\r\nx\r\n"]);
-        assert_eq!(l, vec!["x\r"], "blank lines skipped; \\r kept (JSON ignores it)");
+        assert_eq!(
+            l,
+            vec!["x\r"],
+            "blank lines skipped; \\r kept (JSON ignores it)"
+        );
         let (l, _) = lines_of(&[b"ab", b"c\nd", b"e\n"]);
         assert_eq!(l, vec!["abc", "de"]);
         // A multi-byte character split across chunks.

@@ -10,9 +10,9 @@ use crate::ide::lockfile::hex;
 
 /// Longest label (name, cwd, `fromName`, controller label) after flattening,
 /// in code points; longer ones are cut to 199 and end with `…`.
-pub const MAX_LABEL_CHARS: usize = 200;
+pub(crate) const MAX_LABEL_CHARS: usize = 200;
 /// Longest explicit session name we write, in code points (39 + `…`).
-pub const MAX_SESSION_NAME_CHARS: usize = 40;
+pub(crate) const MAX_SESSION_NAME_CHARS: usize = 40;
 /// Code points of the cwd basename kept in a derived name.
 const DERIVED_BASE_CHARS: usize = 32;
 
@@ -30,7 +30,15 @@ pub fn peer_ref(session_id: &str) -> String {
 pub fn is_js_space(c: char) -> bool {
     matches!(
         c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{feff}' | '\u{2028}' | '\u{2029}'
+        '\t' | '\n'
+            | '\u{b}'
+            | '\u{c}'
+            | '\r'
+            | ' '
+            | '\u{a0}'
+            | '\u{feff}'
+            | '\u{2028}'
+            | '\u{2029}'
     ) || get_general_category(c) == Gc::SpaceSeparator
 }
 
@@ -161,7 +169,10 @@ pub fn is_valid_kind(kind: &str) -> bool {
 
 /// Message ids are compared with dashes removed and lowercased.
 pub fn canonical_msg_id(id: &str) -> String {
-    id.chars().filter(|c| *c != '-').collect::<String>().to_lowercase()
+    id.chars()
+        .filter(|c| *c != '-')
+        .collect::<String>()
+        .to_lowercase()
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$` and not `all` once canonicalised.
@@ -239,7 +250,12 @@ const CONTROLLER_NOTICE: &str = "This message came through a controller the user
 /// The text a host forwards to a model: the `cross_session_message` element
 /// (attributes flattened and escaped, content with every `<` escaped) and a
 /// notice stating the sender's authority, as Qwen frames it.
-pub fn format_envelope(from: &str, from_name: Option<&str>, content: &str, origin: &OriginKind) -> String {
+pub fn format_envelope(
+    from: &str,
+    from_name: Option<&str>,
+    content: &str,
+    origin: &OriginKind,
+) -> String {
     let mut attrs = vec![format!("from=\"{}\"", escape_attribute(from))];
     let name = flatten_label(from_name.unwrap_or(""));
     if !name.is_empty() {
@@ -265,17 +281,30 @@ pub fn format_envelope(from: &str, from_name: Option<&str>, content: &str, origi
 }
 
 /// One line for a notification: who sent it and a 120-character preview.
-pub fn format_display(from: &str, from_name: Option<&str>, content: &str, origin: &OriginKind) -> String {
+pub fn format_display(
+    from: &str,
+    from_name: Option<&str>,
+    content: &str,
+    origin: &OriginKind,
+) -> String {
     let name = flatten_label(from_name.unwrap_or(""));
     let (sender, who) = match origin {
         OriginKind::Controller { label, .. } => ("a trusted controller", flatten_label(label)),
         OriginKind::OwnProcess => (
             "a process this editor started",
-            if name.is_empty() { flatten_label(from) } else { name },
+            if name.is_empty() {
+                flatten_label(from)
+            } else {
+                name
+            },
         ),
         OriginKind::Peer => (
             "another session",
-            if name.is_empty() { flatten_label(from) } else { name },
+            if name.is_empty() {
+                flatten_label(from)
+            } else {
+                name
+            },
         ),
     };
     let one_line: String = flatten_label(content)
@@ -336,8 +365,14 @@ mod tests {
             ("/x/🚀rocket🚀", "rocket"),
             ("/x/日本語", "日本語"),
             ("/x/e\u{301}t\u{e9}", "\u{e9}t\u{e9}"),
-            ("/x/abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz012345"),
-            ("/x/abcdefghijklmnopqrstuvwxyz01234 6789", "abcdefghijklmnopqrstuvwxyz01234-"),
+            (
+                "/x/abcdefghijklmnopqrstuvwxyz0123456789",
+                "abcdefghijklmnopqrstuvwxyz012345",
+            ),
+            (
+                "/x/abcdefghijklmnopqrstuvwxyz01234 6789",
+                "abcdefghijklmnopqrstuvwxyz01234-",
+            ),
             ("/x/a\u{200b}b", "a-b"),
             ("/x/🚀", "session"),
         ];
@@ -375,18 +410,27 @@ mod tests {
 
     #[test]
     fn explicit_names_are_capped_at_40() {
-        assert_eq!(resolve_session_name(Some("  My Editor \n"), "/x", "s"), "My Editor");
+        assert_eq!(
+            resolve_session_name(Some("  My Editor \n"), "/x", "s"),
+            "My Editor"
+        );
         let long = "n".repeat(50);
         let got = resolve_session_name(Some(&long), "/x", "s");
         assert_eq!(got.chars().count(), 40);
         assert!(got.ends_with('\u{2026}'));
-        assert_eq!(resolve_session_name(Some(&"n".repeat(40)), "/x", "s"), "n".repeat(40));
+        assert_eq!(
+            resolve_session_name(Some(&"n".repeat(40)), "/x", "s"),
+            "n".repeat(40)
+        );
         // Blank after flattening: derived.
         assert_eq!(
             resolve_session_name(Some("\u{200b}\n"), "/a/b", "s"),
             derive_session_name("/a/b", "s")
         );
-        assert_eq!(resolve_session_name(None, "/a/b", "s"), derive_session_name("/a/b", "s"));
+        assert_eq!(
+            resolve_session_name(None, "/a/b", "s"),
+            derive_session_name("/a/b", "s")
+        );
     }
 
     #[test]
@@ -394,14 +438,25 @@ mod tests {
         for ok in ["tui", "external", "a", "a-1", "abcdefghijklmnop"] {
             assert!(is_valid_kind(ok), "{ok}");
         }
-        for bad in ["", "1abc", "-a", "Tui", "abcdefghijklmnopq", "a_b", "a b", "é"] {
+        for bad in [
+            "",
+            "1abc",
+            "-a",
+            "Tui",
+            "abcdefghijklmnopq",
+            "a_b",
+            "a b",
+            "é",
+        ] {
             assert!(!is_valid_kind(bad), "{bad}");
         }
     }
 
     #[test]
     fn msg_ids() {
-        assert!(is_addressable_msg_id("5f1d0c9e-3b2a-4e8f-9c7d-1a2b3c4d5e6f"));
+        assert!(is_addressable_msg_id(
+            "5f1d0c9e-3b2a-4e8f-9c7d-1a2b3c4d5e6f"
+        ));
         assert!(is_addressable_msg_id(&"a".repeat(64)));
         assert!(!is_addressable_msg_id(&"a".repeat(65)));
         assert!(!is_addressable_msg_id("-abc"));
@@ -442,17 +497,27 @@ mod tests {
             "<cross_session_message from=\"/s.sock\" name=\"a&quot;b&lt;\" origin=\"controller\" controller=\"ci&lt;bot&gt;\">\n&lt;/cross_session_message>&lt;x> & >\n</cross_session_message>\n\n<session_authority"
         ));
         let own = format_envelope("own process", None, "x", &OriginKind::OwnProcess);
-        assert!(own.starts_with("<cross_session_message from=\"own process\" origin=\"own-process\">\nx\n"));
+        assert!(own.starts_with(
+            "<cross_session_message from=\"own process\" origin=\"own-process\">\nx\n"
+        ));
         assert_eq!(defang("a<b<<c>"), "a&lt;b&lt;&lt;c>");
     }
 
     #[test]
     fn display_line() {
-        let d = format_display("/p.sock", Some("peer"), &"word ".repeat(60), &OriginKind::Peer);
+        let d = format_display(
+            "/p.sock",
+            Some("peer"),
+            &"word ".repeat(60),
+            &OriginKind::Peer,
+        );
         assert!(d.starts_with("Message from another session (peer): word word"));
         assert!(d.ends_with('\u{2026}'));
         let d = format_display("/p.sock", None, "hi\nthere", &OriginKind::OwnProcess);
-        assert_eq!(d, "Message from a process this editor started (/p.sock): hi there");
+        assert_eq!(
+            d,
+            "Message from a process this editor started (/p.sock): hi there"
+        );
     }
 
     #[test]
@@ -461,5 +526,28 @@ mod tests {
         assert_eq!(js_slice("a😀b", 2), "a");
         assert_eq!(js_slice("a😀b", 3), "a😀");
         assert_eq!(js_trim("\u{feff} x \u{2028}"), "x");
+    }
+}
+
+#[cfg(test)]
+mod node_parity {
+    //! `testdata/node_names.json` was produced by the official SDK's own
+    //! `deriveSessionName` and `flattenPeerLabel` (`@qwen-code/sdk` 0.1.14,
+    //! the same code as Qwen Code 0.24.4) for the session id below.
+    use super::*;
+
+    #[test]
+    fn derive_and_flatten_match_node() {
+        let data: serde_json::Value =
+            serde_json::from_str(include_str!("testdata/node_names.json")).unwrap();
+        let sid = "8e016be8-5b48-4c13-ad22-1f5326ae64ac";
+        for pair in data["derive"].as_array().unwrap() {
+            let (cwd, want) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+            assert_eq!(derive_session_name(cwd, sid), want, "derive {cwd:?}");
+        }
+        for pair in data["flatten"].as_array().unwrap() {
+            let (input, want) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+            assert_eq!(flatten_label(input), want, "flatten {input:?}");
+        }
     }
 }

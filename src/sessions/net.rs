@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a sender waits for the receiving inbox to close the connection.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most frames this process writes at once; more fail with `EBUSY`.
-pub const MAX_CONCURRENT_SENDS: usize = 64;
+pub(crate) const MAX_CONCURRENT_SENDS: usize = 64;
 
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
@@ -51,16 +51,34 @@ pub fn probe(path: &str) -> Verdict {
         for (i, b) in bytes.iter().enumerate() {
             addr.sun_path[i] = *b as libc::c_char;
         }
+        #[cfg(any(target_os = "linux", target_os = "android"))]
         let fd = libc::socket(
             libc::AF_UNIX,
             libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             0,
         );
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let fd = {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            if fd >= 0 {
+                libc::fcntl(
+                    fd,
+                    libc::F_SETFL,
+                    libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+                );
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+            fd
+        };
         if fd < 0 {
             return Verdict::Unknown;
         }
-        let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
-        let rc = libc::connect(fd, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let rc = libc::connect(
+            fd,
+            &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+            len,
+        );
         let verdict = if rc == 0 {
             Verdict::Alive
         } else {
@@ -89,7 +107,11 @@ impl SendError {
     pub fn definitely_unwritten(&self) -> bool {
         matches!(
             self.code,
-            None | Some("ENOENT") | Some("ECONNREFUSED") | Some("EMSGSIZE") | Some("EAGAIN") | Some("EBUSY")
+            None | Some("ENOENT")
+                | Some("ECONNREFUSED")
+                | Some("EMSGSIZE")
+                | Some("EAGAIN")
+                | Some("EBUSY")
         )
     }
 }
@@ -121,7 +143,12 @@ impl Drop for InFlight {
 /// Connects to `path`, writes the auth line (when a token is given) and the
 /// frame line in one write, half-closes, and waits (at most `timeout`) for
 /// the peer to close its side.
-pub async fn send_lines(path: &str, auth: Option<&str>, frame_json: &str, timeout: Duration) -> Result<(), SendError> {
+pub async fn send_lines(
+    path: &str,
+    auth: Option<&str>,
+    frame_json: &str,
+    timeout: Duration,
+) -> Result<(), SendError> {
     if !is_local_ipc_path(path) {
         return Err(SendError {
             code: None,
@@ -132,7 +159,9 @@ pub async fn send_lines(path: &str, auth: Option<&str>, frame_json: &str, timeou
         IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
         return Err(SendError {
             code: Some("EBUSY"),
-            message: format!("already writing {MAX_CONCURRENT_SENDS} frames; not opening another connection"),
+            message: format!(
+                "already writing {MAX_CONCURRENT_SENDS} frames; not opening another connection"
+            ),
         });
     }
     let _guard = InFlight;
@@ -187,11 +216,22 @@ mod tests {
         assert_eq!(probe(live.to_str().unwrap()), Verdict::Alive);
         let dead = dir.path().join("dead.sock");
         drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
-        assert_eq!(probe(dead.to_str().unwrap()), Verdict::Dead, "stale socket file");
-        assert_eq!(probe(dir.path().join("none.sock").to_str().unwrap()), Verdict::Dead);
+        assert_eq!(
+            probe(dead.to_str().unwrap()),
+            Verdict::Dead,
+            "stale socket file"
+        );
+        assert_eq!(
+            probe(dir.path().join("none.sock").to_str().unwrap()),
+            Verdict::Dead
+        );
         let file = dir.path().join("file");
         std::fs::write(&file, b"x").unwrap();
-        assert_eq!(probe(file.to_str().unwrap()), Verdict::Dead, "a regular file refuses");
+        assert_eq!(
+            probe(file.to_str().unwrap()),
+            Verdict::Dead,
+            "a regular file refuses"
+        );
         assert_eq!(probe("relative.sock"), Verdict::Unknown);
         let long = format!("/{}", "a".repeat(200));
         assert_eq!(probe(&long), Verdict::Unknown);

@@ -24,7 +24,12 @@ fn stat_fields(pid: u64) -> Option<Vec<String>> {
     let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     let raw = String::from_utf8_lossy(&raw);
     let end = raw.rfind(')')?;
-    Some(raw[end + 1..].split_whitespace().map(str::to_string).collect())
+    Some(
+        raw[end + 1..]
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// `"<boot id>:<start ticks>"` for `pid` (field 22 of `/proc/<pid>/stat`),

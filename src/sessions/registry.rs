@@ -19,9 +19,9 @@ use crate::error::{Error, Result, Status};
 use crate::ide::lockfile::ensure_private_dir;
 
 /// Record schema we write and fully understand.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// Records larger than this are ignored.
-pub const MAX_RECORD_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_RECORD_BYTES: u64 = 64 * 1024;
 /// Orphaned temporary files older than this are removed by listers.
 const TEMP_MAX_AGE: Duration = Duration::from_secs(5 * 60);
 
@@ -57,6 +57,7 @@ impl Record {
 }
 
 /// The outcome of reading one record file.
+#[allow(clippy::large_enum_variant)] // short-lived, matched at once
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReadOutcome {
     Ok(Record),
@@ -90,7 +91,9 @@ pub fn parse_record(raw: &[u8]) -> ReadOutcome {
         _ => None,
     };
     let non_empty = |k: &str| string(k).filter(|s| !s.is_empty());
-    let (Some(session_id), Some(cwd), Some(name)) = (string("sessionId"), string("cwd"), string("name")) else {
+    let (Some(session_id), Some(cwd), Some(name)) =
+        (string("sessionId"), string("cwd"), string("name"))
+    else {
         return ReadOutcome::Unreadable;
     };
     let started_at = match v.get("startedAt") {
@@ -144,7 +147,11 @@ fn split_record_name(name: &str, ext: &str) -> Option<(String, bool)> {
         return None;
     }
     if let Some(s) = suffix {
-        if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if s.len() != 8
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return None;
         }
     }
@@ -172,7 +179,9 @@ fn is_temp_file_name(name: &str) -> bool {
         return false;
     };
     nonce.len() == 12
-        && nonce.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && nonce
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         && is_record_file_name(record)
 }
 
@@ -370,7 +379,11 @@ pub fn choose_record_path(dir: &Path, own: &Identity, bare: bool) -> Result<Path
     }
     Err(Error::new(
         Status::Io,
-        format!("no free record name for PID {} in {}", own.pid, dir.display()),
+        format!(
+            "no free record name for PID {} in {}",
+            own.pid,
+            dir.display()
+        ),
     ))
 }
 
@@ -401,7 +414,8 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .and_then(|_| f.write_all(bytes))
             .and_then(|_| f.sync_all())
             .map_err(|e| Error::io(&format!("write {}", tmp.display()), e))?;
-        fs::rename(&tmp, path).map_err(|e| Error::io(&format!("rename to {}", path.display()), e))?;
+        fs::rename(&tmp, path)
+            .map_err(|e| Error::io(&format!("rename to {}", path.display()), e))?;
         if let Ok(d) = fs::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -423,7 +437,9 @@ pub fn write_record(path: &Path, record: &RecordOut) -> Result<()> {
 /// Removes `path` only if it still holds a record with our PID and `session_id`.
 pub fn remove_if_ours(path: &Path, pid: u64, session_id: &str) -> bool {
     match read_record(path) {
-        ReadOutcome::Ok(r) if r.pid == pid && r.session_id == session_id => fs::remove_file(path).is_ok(),
+        ReadOutcome::Ok(r) if r.pid == pid && r.session_id == session_id => {
+            fs::remove_file(path).is_ok()
+        }
         _ => false,
     }
 }
@@ -484,7 +500,11 @@ pub fn to_peer(r: &Record) -> Option<Peer> {
 /// The live records that can be messaged: an inbox that dials `Alive`
 /// (each distinct path dialled once). With `collapse_twins`, records sharing
 /// session id and name keep only the newest, as Qwen's listing does.
-pub fn messageable(records: &[LiveRecord], probe: impl Fn(&str) -> Verdict, collapse_twins: bool) -> Vec<Peer> {
+pub fn messageable(
+    records: &[LiveRecord],
+    probe: impl Fn(&str) -> Verdict,
+    collapse_twins: bool,
+) -> Vec<Peer> {
     let candidates: Vec<Peer> = records.iter().filter_map(|r| to_peer(&r.record)).collect();
     let mut verdicts: HashMap<String, Verdict> = HashMap::new();
     for p in &candidates {
@@ -514,7 +534,10 @@ pub fn messageable(records: &[LiveRecord], probe: impl Fn(&str) -> Verdict, coll
             Some(_) => {}
         }
     }
-    order.into_iter().filter_map(|k| newest.remove(&k)).collect()
+    order
+        .into_iter()
+        .filter_map(|k| newest.remove(&k))
+        .collect()
 }
 
 /// How an address resolved against a list of peers (indices into it).
@@ -559,7 +582,11 @@ pub fn resolve_target(peers: &[Peer], target: &str) -> Resolution {
     }
     if let Some((name_part, hex)) = split_bracketed(trimmed) {
         let want = hex.to_ascii_lowercase();
-        let literal = peers.iter().enumerate().filter(|(_, p)| p.name == trimmed).map(|(i, _)| i);
+        let literal = peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.name == trimmed)
+            .map(|(i, _)| i);
         let bracketed = peers
             .iter()
             .enumerate()
@@ -568,22 +595,36 @@ pub fn resolve_target(peers: &[Peer], target: &str) -> Resolution {
         return unique(literal.chain(bracketed).collect());
     }
     let lower = trimmed.to_lowercase();
-    let by_name = peers.iter().enumerate().filter(|(_, p)| p.name == trimmed).map(|(i, _)| i);
-    let by_ref = peers.iter().enumerate().filter(|(_, p)| p.ref_ == lower).map(|(i, _)| i);
+    let by_name = peers
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.name == trimmed)
+        .map(|(i, _)| i);
+    let by_ref = peers
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.ref_ == lower)
+        .map(|(i, _)| i);
     unique(by_name.chain(by_ref).collect())
 }
 
 /// The shortest of `name`, `name [ref]`, `[ref]` that selects exactly `peers[i]`.
 pub fn advertisable_address(peers: &[Peer], i: usize) -> Option<String> {
     let p = &peers[i];
-    [p.name.clone(), format!("{} [{}]", p.name, p.ref_), format!("[{}]", p.ref_)]
-        .into_iter()
-        .find(|c| resolve_target(peers, c) == Resolution::One(i))
+    [
+        p.name.clone(),
+        format!("{} [{}]", p.name, p.ref_),
+        format!("[{}]", p.ref_),
+    ]
+    .into_iter()
+    .find(|c| resolve_target(peers, c) == Resolution::One(i))
 }
 
 /// Fills each peer's `address`; peers no address can select are dropped.
 pub fn with_addresses(peers: Vec<Peer>) -> Vec<Peer> {
-    let addresses: Vec<Option<String>> = (0..peers.len()).map(|i| advertisable_address(&peers, i)).collect();
+    let addresses: Vec<Option<String>> = (0..peers.len())
+        .map(|i| advertisable_address(&peers, i))
+        .collect();
     peers
         .into_iter()
         .zip(addresses)
@@ -608,7 +649,10 @@ pub fn suggestions(peers: &[Peer], target: &str) -> Vec<String> {
     if needle.is_empty() {
         return Vec::new();
     }
-    let mut hits: Vec<&Peer> = peers.iter().filter(|p| p.name.to_lowercase().contains(&needle)).collect();
+    let mut hits: Vec<&Peer> = peers
+        .iter()
+        .filter(|p| p.name.to_lowercase().contains(&needle))
+        .collect();
     hits.sort_by_key(|p| !p.name.to_lowercase().starts_with(&needle));
     hits.into_iter()
         .take(3)
@@ -711,7 +755,14 @@ mod tests {
         let ok = |v: Value| matches!(parse_record(v.to_string().as_bytes()), ReadOutcome::Ok(_));
         assert!(ok(good(5, &[])));
         assert!(ok(good(5, &[("schemaVersion", json!(0.5))])));
-        assert_eq!(parse_record(good(5, &[("schemaVersion", json!(2))]).to_string().as_bytes()), ReadOutcome::Newer);
+        assert_eq!(
+            parse_record(
+                good(5, &[("schemaVersion", json!(2))])
+                    .to_string()
+                    .as_bytes()
+            ),
+            ReadOutcome::Newer
+        );
         for (k, v) in [
             ("schemaVersion", json!("1")),
             ("schemaVersion", Value::Null),
@@ -730,13 +781,38 @@ mod tests {
         assert_eq!(parse_record(b"nope"), ReadOutcome::Unreadable);
         // Normalisation.
         let ReadOutcome::Ok(r) = parse_record(
-            good(5, &[("procStart", json!(7)), ("pidNs", json!("x")), ("qwenVersion", json!(1)),
-                      ("kind", json!("Bad")), ("ipcPath", json!("")), ("ipcToken", json!(3))])
-                .to_string()
-                .as_bytes(),
-        ) else { panic!() };
-        assert_eq!((r.proc_start, r.pid_ns, r.qwen_version, r.kind, r.ipc_path, r.ipc_token), (None, None, None, None, None, None));
-        let ReadOutcome::Ok(r) = parse_record(good(5, &[("kind", json!("1x"))]).to_string().as_bytes()) else { panic!() };
+            good(
+                5,
+                &[
+                    ("procStart", json!(7)),
+                    ("pidNs", json!("x")),
+                    ("qwenVersion", json!(1)),
+                    ("kind", json!("Bad")),
+                    ("ipcPath", json!("")),
+                    ("ipcToken", json!(3)),
+                ],
+            )
+            .to_string()
+            .as_bytes(),
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                r.proc_start,
+                r.pid_ns,
+                r.qwen_version,
+                r.kind,
+                r.ipc_path,
+                r.ipc_token
+            ),
+            (None, None, None, None, None, None)
+        );
+        let ReadOutcome::Ok(r) =
+            parse_record(good(5, &[("kind", json!("1x"))]).to_string().as_bytes())
+        else {
+            panic!()
+        };
         assert_eq!(r.kind_or_tui(), "tui", "a kind must start with a letter");
     }
 
@@ -778,19 +854,52 @@ mod tests {
         let dead_ps = format!("{boot}:1");
         let put = |name: &str, v: Value| std::fs::write(d.join(name), v.to_string()).unwrap();
         // (file, content, listed?, still there?)
-        put(&format!("{pid}.json"), good(pid, &[("startedAt", json!(5))]));
-        put(&format!("{pid}-0000000a.json"), good(pid, &[("startedAt", json!(9))]));
+        put(
+            &format!("{pid}.json"),
+            good(pid, &[("startedAt", json!(5))]),
+        );
+        put(
+            &format!("{pid}-0000000a.json"),
+            good(pid, &[("startedAt", json!(9))]),
+        );
         put(&format!("{pid}-0000000b.json"), good(pid + 1, &[]));
-        put(&format!("{dead}.json"), good(dead, &[("procStart", json!(dead_ps))]));
-        put(&format!("{pid}-0000000c.json"), good(pid, &[("procStart", json!(format!("{boot}:1")))]));
-        put(&format!("{pid}-0000000d.json"), good(pid, &[("procStart", json!("nocolon"))]));
-        put(&format!("{pid}-0000000e.json"), good(pid, &[("procStart", json!("other-boot:1"))]));
-        put(&format!("{pid}-0000000f.json"), good(pid, &[("pidNs", json!(1))]));
-        put(&format!("{pid}-00000010.json"), good(pid, &[("pidNs", Value::Null)]));
-        put(&format!("{pid}-00000011.json"), good(pid, &[("schemaVersion", json!(2))]));
-        put(&format!("{dead}-00000012.json"), good(dead, &[("schemaVersion", json!(2))]));
+        put(
+            &format!("{dead}.json"),
+            good(dead, &[("procStart", json!(dead_ps))]),
+        );
+        put(
+            &format!("{pid}-0000000c.json"),
+            good(pid, &[("procStart", json!(format!("{boot}:1")))]),
+        );
+        put(
+            &format!("{pid}-0000000d.json"),
+            good(pid, &[("procStart", json!("nocolon"))]),
+        );
+        put(
+            &format!("{pid}-0000000e.json"),
+            good(pid, &[("procStart", json!("other-boot:1"))]),
+        );
+        put(
+            &format!("{pid}-0000000f.json"),
+            good(pid, &[("pidNs", json!(1))]),
+        );
+        put(
+            &format!("{pid}-00000010.json"),
+            good(pid, &[("pidNs", Value::Null)]),
+        );
+        put(
+            &format!("{pid}-00000011.json"),
+            good(pid, &[("schemaVersion", json!(2))]),
+        );
+        put(
+            &format!("{dead}-00000012.json"),
+            good(dead, &[("schemaVersion", json!(2))]),
+        );
         put(&format!("0{pid}.json"), good(pid, &[]));
-        put(&format!("{pid}-00000013.json"), good(pid, &[("procStart", Value::Null)]));
+        put(
+            &format!("{pid}-00000013.json"),
+            good(pid, &[("procStart", Value::Null)]),
+        );
         std::fs::write(d.join("junk.txt"), b"x").unwrap();
         std::fs::write(d.join(format!("{pid}-00000014.json")), b"not json").unwrap();
         std::fs::create_dir(d.join(format!("{pid}-00000015.json"))).unwrap();
@@ -798,20 +907,34 @@ mod tests {
         put(&format!("{pid}-00000016.json"), big);
         // A symlinked record is still read (stat follows).
         put("target.txt", good(pid, &[("startedAt", json!(7))]));
-        std::os::unix::fs::symlink(d.join("target.txt"), d.join(format!("{pid}-00000017.json"))).unwrap();
+        std::os::unix::fs::symlink(d.join("target.txt"), d.join(format!("{pid}-00000017.json")))
+            .unwrap();
         // Temp files: an old one is swept, a fresh one is not.
         let old_tmp = d.join(format!("{pid}.json.0123456789ab.tmp"));
         std::fs::write(&old_tmp, b"x").unwrap();
         let past = std::time::SystemTime::now() - Duration::from_secs(600);
-        std::fs::File::options().write(true).open(&old_tmp).unwrap().set_modified(past).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&old_tmp)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
         let new_tmp = d.join(format!("{pid}.json.ba9876543210.tmp"));
         std::fs::write(&new_tmp, b"x").unwrap();
         let odd_tmp = d.join(format!(".{pid}.json.0123456789ab.tmp"));
         std::fs::write(&odd_tmp, b"x").unwrap();
-        std::fs::File::options().write(true).open(&odd_tmp).unwrap().set_modified(past).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&odd_tmp)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
 
         let live = list_live(d);
-        let names: Vec<String> = live.iter().map(|l| l.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = live
+            .iter()
+            .map(|l| l.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
             names,
             vec![
@@ -868,13 +991,37 @@ mod tests {
         let boot = own.boot_id.clone().unwrap();
         // (content at <pid>.json, may it be replaced?)
         let cases: Vec<(Value, bool)> = vec![
-            (good(pid, &[("procStart", json!(format!("{boot}:1")))]), true),
+            (
+                good(pid, &[("procStart", json!(format!("{boot}:1")))]),
+                true,
+            ),
             (good(pid, &[]), false),
-            (good(pid + 1, &[("procStart", json!(format!("{boot}:1")))]), false),
+            (
+                good(pid + 1, &[("procStart", json!(format!("{boot}:1")))]),
+                false,
+            ),
             (good(pid, &[("procStart", json!("otherboot:1"))]), false),
             (good(pid, &[("procStart", Value::Null)]), false),
-            (good(pid, &[("pidNs", json!(1)), ("procStart", json!(format!("{boot}:1")))]), false),
-            (good(pid, &[("schemaVersion", json!(2)), ("procStart", json!(format!("{boot}:1")))]), false),
+            (
+                good(
+                    pid,
+                    &[
+                        ("pidNs", json!(1)),
+                        ("procStart", json!(format!("{boot}:1"))),
+                    ],
+                ),
+                false,
+            ),
+            (
+                good(
+                    pid,
+                    &[
+                        ("schemaVersion", json!(2)),
+                        ("procStart", json!(format!("{boot}:1"))),
+                    ],
+                ),
+                false,
+            ),
         ];
         for (content, replace) in cases {
             std::fs::write(&bare, content.to_string()).unwrap();
@@ -885,10 +1032,16 @@ mod tests {
             }
         }
         std::fs::write(&bare, b"garbage").unwrap();
-        assert!(is_suffixed(&choose_record_path(d, &own, true).unwrap()), "unparseable: not provably ours");
+        assert!(
+            is_suffixed(&choose_record_path(d, &own, true).unwrap()),
+            "unparseable: not provably ours"
+        );
         std::fs::remove_file(&bare).unwrap();
         std::os::unix::fs::symlink(d.join("elsewhere"), &bare).unwrap();
-        assert!(is_suffixed(&choose_record_path(d, &own, true).unwrap()), "a symlink is never replaced");
+        assert!(
+            is_suffixed(&choose_record_path(d, &own, true).unwrap()),
+            "a symlink is never replaced"
+        );
     }
 
     #[test]
@@ -907,7 +1060,10 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         write_file_atomic(&link, b"{\"a\":1}").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
-        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(!std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         // A symlinked registry directory is refused.
         let real = dir.path().join("real");
         std::fs::create_dir(&real).unwrap();
@@ -957,7 +1113,12 @@ mod tests {
 
     #[test]
     fn resolve_table() {
-        let peers = vec![peer("alpha", "s1", 3), peer("alpha", "s2", 2), peer("beta", "s3", 1), peer("x [abcd]", "s4", 0)];
+        let peers = vec![
+            peer("alpha", "s1", 3),
+            peer("alpha", "s2", 2),
+            peer("beta", "s3", 1),
+            peer("x [abcd]", "s4", 0),
+        ];
         let r1 = peer_ref("s1");
         let r3 = peer_ref("s3");
         let cases: Vec<(String, Resolution)> = vec![
@@ -980,10 +1141,19 @@ mod tests {
             assert_eq!(resolve_target(&peers, &t), want, "{t:?}");
         }
         assert_eq!(advertisable_address(&peers, 2).as_deref(), Some("beta"));
-        assert_eq!(advertisable_address(&peers, 0), Some(format!("alpha [{r1}]")));
+        assert_eq!(
+            advertisable_address(&peers, 0),
+            Some(format!("alpha [{r1}]"))
+        );
         let with = with_addresses(peers.clone());
         assert_eq!(with.len(), 4);
-        assert_eq!(suggestions(&peers, "alp"), vec![format!("alpha [{r1}]"), format!("alpha [{}]", peer_ref("s2"))]);
+        assert_eq!(
+            suggestions(&peers, "alp"),
+            vec![
+                format!("alpha [{r1}]"),
+                format!("alpha [{}]", peer_ref("s2"))
+            ]
+        );
         assert_eq!(suggestions(&peers, "ET [12]"), vec!["beta".to_string()]);
         assert!(suggestions(&peers, "  ").is_empty());
     }
@@ -994,10 +1164,17 @@ mod tests {
         let mk = |sid: &str, name: &str, started: u64, ipc: Option<&str>| LiveRecord {
             path: dir.path().join(format!("{sid}.json")),
             record: match parse_record(
-                good(1, &[("sessionId", json!(sid)), ("name", json!(name)), ("startedAt", json!(started)),
-                          ("ipcPath", ipc.map(|s| json!(s)).unwrap_or(Value::Null))])
-                    .to_string()
-                    .as_bytes(),
+                good(
+                    1,
+                    &[
+                        ("sessionId", json!(sid)),
+                        ("name", json!(name)),
+                        ("startedAt", json!(started)),
+                        ("ipcPath", ipc.map(|s| json!(s)).unwrap_or(Value::Null)),
+                    ],
+                )
+                .to_string()
+                .as_bytes(),
             ) {
                 ReadOutcome::Ok(r) => r,
                 _ => panic!(),
@@ -1017,8 +1194,14 @@ mod tests {
             _ => Verdict::Alive,
         };
         let got = messageable(&records, probe, true);
-        assert_eq!(got.iter().map(|p| p.ipc_path.as_str()).collect::<Vec<_>>(), vec!["/a.sock"]);
+        assert_eq!(
+            got.iter().map(|p| p.ipc_path.as_str()).collect::<Vec<_>>(),
+            vec!["/a.sock"]
+        );
         let got = messageable(&records, probe, false);
-        assert_eq!(got.iter().map(|p| p.ipc_path.as_str()).collect::<Vec<_>>(), vec!["/a.sock", "/a2.sock"]);
+        assert_eq!(
+            got.iter().map(|p| p.ipc_path.as_str()).collect::<Vec<_>>(),
+            vec!["/a.sock", "/a2.sock"]
+        );
     }
 }

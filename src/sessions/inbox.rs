@@ -1,0 +1,598 @@
+//! The inbox: choosing and binding the UNIX socket as Qwen Code does
+//! (candidates, 103-byte limit, 0700 directory, 0600 socket, the sibling
+//! name when the PID name is taken), sweeping orphaned sockets, and serving
+//! connections on the library's runtime (30 s line deadline, 64 connections,
+//! auth line first, 1 MiB UTF-16 line cap).
+
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::io::AsyncReadExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::controllers::Controller;
+use super::frames::{parse_auth_line, parse_frame, Frame, LineReader};
+use super::names::random_hex;
+use super::net::{is_local_ipc_path, probe, Verdict};
+use super::proc::is_pid_alive;
+
+/// Longest socket path (bytes) we bind; `sun_path` holds 104/108 with the NUL.
+pub(crate) const MAX_SOCKET_PATH_BYTES: usize = 103;
+/// Most connections served at once; more are closed at once.
+pub(crate) const MAX_CONNECTIONS: usize = 64;
+/// A connection must complete a line within this (re-armed by the auth line
+/// and by each parseable frame); controller grants are re-checked this often.
+pub(crate) const LINE_DEADLINE: Duration = Duration::from_secs(30);
+/// Directory name under `$XDG_RUNTIME_DIR`, and prefix of nonce directories.
+pub(crate) const SOCKET_DIR_NAME: &str = "qwen-socks";
+/// An empty nonce directory younger than this is not swept.
+const EMPTY_DIR_GRACE: Duration = Duration::from_secs(60);
+
+/// The socket paths to try, in order: `$XDG_RUNTIME_DIR/qwen-socks/<pid>.sock`,
+/// `$TMPDIR/qwen-socks-<nonce>/<pid>.sock`, `/tmp/qwen-socks-<nonce>/<pid>.sock`
+/// (duplicates and paths over 103 bytes removed). `nonce` is 16 random hex
+/// chars per process in Qwen; per inbox here.
+pub fn candidates(
+    pid: u64,
+    runtime_dir: Option<&Path>,
+    tmp_dir: Option<&Path>,
+    nonce: &str,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    if let Some(rt) = runtime_dir.filter(|p| !p.as_os_str().is_empty()) {
+        out.push(rt.join(SOCKET_DIR_NAME).join(format!("{pid}.sock")));
+    }
+    let tmp = tmp_dir
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| {
+            let s = p.to_string_lossy();
+            let trimmed = s.trim_end_matches('/');
+            PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })
+        })
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    out.push(
+        tmp.join(format!("{SOCKET_DIR_NAME}-{nonce}"))
+            .join(format!("{pid}.sock")),
+    );
+    out.push(
+        PathBuf::from("/tmp")
+            .join(format!("{SOCKET_DIR_NAME}-{nonce}"))
+            .join(format!("{pid}.sock")),
+    );
+    let mut seen = Vec::new();
+    out.retain(|p| {
+        let ok = p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES && !seen.contains(p);
+        seen.push(p.clone());
+        ok
+    });
+    out
+}
+
+fn is_nonce_dir_name(name: &str) -> bool {
+    name.strip_prefix(&format!("{SOCKET_DIR_NAME}-"))
+        .is_some_and(|n| {
+            n.len() == 16
+                && n.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
+/// `<pid>(-<8 hex>)?.sock` → pid.
+fn socket_file_pid(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".sock")?;
+    let (digits, suffix) = match stem.split_once('-') {
+        Some((d, s)) => (d, Some(s)),
+        None => (stem, None),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if suffix.is_some_and(|s| {
+        s.len() != 8
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    }) {
+        return None;
+    }
+    digits.parse().ok().filter(|p| *p > 0)
+}
+
+/// `<dir>/<pid>-<8 hex>.sock` next to `path`, if it fits.
+fn sibling(path: &Path) -> Option<PathBuf> {
+    let dir = path.parent()?;
+    let stem = path.file_stem()?.to_str()?;
+    let base = stem.split('-').next().unwrap_or(stem);
+    let p = dir.join(format!("{base}-{}.sock", random_hex(4)));
+    (p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES).then_some(p)
+}
+
+/// A bound socket.
+#[derive(Debug)]
+pub struct Bound {
+    pub listener: StdUnixListener,
+    pub path: PathBuf,
+    /// A `qwen-socks-<nonce>` directory we may remove (when empty) at close.
+    pub nonce_dir: Option<PathBuf>,
+}
+
+fn own_uid() -> u32 {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+/// Binds one candidate. `explicit` (a configured path) only tightens the
+/// directory's mode when we created it or it is one of ours.
+pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
+    let s = path.to_str().ok_or("socket path is not UTF-8")?;
+    if !is_local_ipc_path(s) {
+        return Err(format!("refusing to bind a non-local IPC path: {s}"));
+    }
+    if s.len() > MAX_SOCKET_PATH_BYTES {
+        return Err(format!("{s} is longer than {MAX_SOCKET_PATH_BYTES} bytes"));
+    }
+    let dir = path.parent().ok_or("socket path has no directory")?;
+    let existed = fs::symlink_metadata(dir).is_ok();
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let ours = dir_name == SOCKET_DIR_NAME || is_nonce_dir_name(dir_name);
+    let nonce_dir = is_nonce_dir_name(dir_name).then(|| dir.to_path_buf());
+    let cleanup = || {
+        if nonce_dir.is_some() || !existed {
+            let _ = fs::remove_dir(dir);
+        }
+    };
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("stat {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        cleanup();
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    if meta.uid() != own_uid() {
+        cleanup();
+        return Err(format!(
+            "{} belongs to uid {}, not {}",
+            dir.display(),
+            meta.uid(),
+            own_uid()
+        ));
+    }
+    if !explicit || ours || !existed {
+        if let Err(e) = fs::set_permissions(dir, fs::Permissions::from_mode(0o700)) {
+            cleanup();
+            return Err(format!("chmod 0700 {}: {e}", dir.display()));
+        }
+    }
+    let mut target = path.to_path_buf();
+    if probe(s) != Verdict::Dead {
+        match sibling(&target) {
+            Some(p) => target = p,
+            None => {
+                cleanup();
+                return Err(format!("{s} is in use and a sibling name would not fit"));
+            }
+        }
+    }
+    let _ = fs::remove_file(&target);
+    let listener = match StdUnixListener::bind(&target) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let Some(p) = sibling(&target) else {
+                cleanup();
+                return Err(format!(
+                    "{} is in use and a sibling name would not fit",
+                    target.display()
+                ));
+            };
+            target = p;
+            StdUnixListener::bind(&target).map_err(|e| {
+                cleanup();
+                format!("bind {}: {e}", target.display())
+            })?
+        }
+        Err(e) => {
+            cleanup();
+            return Err(format!("bind {}: {e}", target.display()));
+        }
+    };
+    if let Err(e) = fs::set_permissions(&target, fs::Permissions::from_mode(0o600)) {
+        drop(listener);
+        let _ = fs::remove_file(&target);
+        cleanup();
+        return Err(format!("chmod 0600 {}: {e}", target.display()));
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("set_nonblocking: {e}"))?;
+    Ok(Bound {
+        listener,
+        path: target,
+        nonce_dir,
+    })
+}
+
+/// Tries each candidate in turn; the error lists every attempt.
+pub fn bind_first(candidates: &[PathBuf], explicit: bool) -> Result<Bound, String> {
+    let mut errors = Vec::new();
+    for c in candidates {
+        match bind_at(c, explicit) {
+            Ok(b) => return Ok(b),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        errors.push("no socket path candidate fits in 103 bytes".into());
+    }
+    Err(format!(
+        "could not bind a peer inbox: {}",
+        errors.join("; ")
+    ))
+}
+
+/// Removes orphaned sockets near a candidate, as Qwen does after binding:
+/// in a `qwen-socks` directory, `<pid>.sock` files of dead PIDs that no
+/// longer answer; for a `qwen-socks-<nonce>` directory, every sibling nonce
+/// directory owned by us whose files are all such sockets (or that is empty
+/// and older than a minute).
+pub fn sweep_around(candidate: &Path, own_socket: &Path) {
+    let Some(dir) = candidate.parent() else {
+        return;
+    };
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == SOCKET_DIR_NAME {
+        sweep_sockets(dir, own_socket);
+    } else if is_nonce_dir_name(name) {
+        if let Some(parent) = dir.parent() {
+            sweep_nonce_dirs(parent, own_socket.parent());
+        }
+    }
+}
+
+fn dead_socket(path: &Path, pid: u64) -> bool {
+    !is_pid_alive(pid)
+        && path.to_str().is_some_and(|s| probe(s) == Verdict::Dead)
+        && !is_pid_alive(pid)
+}
+
+fn sweep_sockets(dir: &Path, own: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(socket_file_pid) else {
+            continue;
+        };
+        let path = dir.join(&name);
+        if path == own {
+            continue;
+        }
+        if dead_socket(&path, pid) {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+fn sweep_nonce_dirs(parent: &Path, own_dir: Option<&Path>) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(is_nonce_dir_name) {
+            continue;
+        }
+        let dir = parent.join(&name);
+        if Some(dir.as_path()) == own_dir {
+            continue;
+        }
+        let Ok(meta) = fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != own_uid() {
+            continue;
+        }
+        let Ok(files) =
+            fs::read_dir(&dir).map(|r| r.flatten().map(|f| f.file_name()).collect::<Vec<_>>())
+        else {
+            continue;
+        };
+        if files.is_empty() {
+            let young = meta
+                .modified()
+                .ok()
+                .and_then(|m| SystemTime::now().duration_since(m).ok())
+                .is_none_or(|age| age < EMPTY_DIR_GRACE);
+            if young {
+                continue;
+            }
+        }
+        let all_dead = files.iter().all(|f| {
+            f.to_str()
+                .and_then(socket_file_pid)
+                .is_some_and(|pid| dead_socket(&dir.join(f), pid))
+        });
+        if !all_dead {
+            continue;
+        }
+        for f in &files {
+            let _ = fs::remove_file(dir.join(f));
+        }
+        let _ = fs::remove_dir(&dir);
+    }
+}
+
+/// What a connection proved with its auth line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Our record token: an ordinary peer.
+    Peer,
+    /// A child token we minted for one of our sessions (`slot`).
+    Child { slot: u64 },
+    /// A controller grant.
+    Controller(Controller),
+}
+
+/// The participant's side of a connection.
+pub trait Handler: Send + Sync + 'static {
+    /// Which token kind `token` is, if any (record, child, controller).
+    fn authenticate(&self, token: &str) -> Option<Credential>;
+    /// Re-checks a controller grant (revoked → `None`).
+    fn revalidate(&self, token: &str) -> Option<Credential>;
+    /// A parseable frame on an authenticated connection.
+    fn on_frame(&self, frame: Frame, cred: &Credential);
+}
+
+/// Serves the inbox until `cancel`: at most 64 connections (further ones
+/// are closed at once), each on its own task.
+pub async fn serve(
+    listener: UnixListener,
+    handler: Arc<dyn Handler>,
+    cancel: CancellationToken,
+    deadline: Duration,
+) {
+    let mut conns: JoinSet<()> = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    if conns.len() >= MAX_CONNECTIONS {
+                        drop(stream);
+                        continue;
+                    }
+                    conns.spawn(connection(stream, handler.clone(), cancel.clone(), deadline));
+                }
+                Err(_) => {
+                    // EMFILE and the like: back off instead of spinning.
+                    tokio::select! {
+                        _ = cancel.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    }
+                }
+            }
+        }
+    }
+    conns.shutdown().await;
+}
+
+async fn connection(
+    mut stream: UnixStream,
+    handler: Arc<dyn Handler>,
+    cancel: CancellationToken,
+    deadline: Duration,
+) {
+    let mut reader = LineReader::new();
+    let mut cred: Option<Credential> = None;
+    let mut controller_token: Option<String> = None;
+    let mut line_deadline = Instant::now() + deadline;
+    let mut recheck: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut lines = Vec::new();
+    loop {
+        let recheck_at = recheck.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep_until(line_deadline) => return,
+            _ = tokio::time::sleep_until(recheck_at), if recheck.is_some() => {
+                match controller_token.as_deref().and_then(|t| handler.revalidate(t)) {
+                    Some(c) => {
+                        cred = Some(c);
+                        recheck = Some(Instant::now() + deadline);
+                    }
+                    None => return,
+                }
+            }
+            read = stream.read(&mut buf) => {
+                let n = match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                lines.clear();
+                if reader.push(&buf[..n], &mut lines).is_err() {
+                    return;
+                }
+                for line in lines.drain(..) {
+                    match &cred {
+                        None => {
+                            line_deadline = Instant::now() + deadline;
+                            let Some(token) = parse_auth_line(&line) else { return };
+                            let Some(c) = handler.authenticate(&token) else { return };
+                            if matches!(c, Credential::Controller(_)) {
+                                controller_token = Some(token);
+                                recheck = Some(Instant::now() + deadline);
+                            }
+                            cred = Some(c);
+                        }
+                        Some(c) => {
+                            let Some(frame) = parse_frame(&line) else { continue };
+                            line_deadline = Instant::now() + deadline;
+                            handler.on_frame(frame, c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::testutil::TempDir;
+
+    #[test]
+    fn candidate_table() {
+        let c = candidates(
+            42,
+            Some(Path::new("/run/user/1")),
+            Some(Path::new("/var/tmp/")),
+            "0123456789abcdef",
+        );
+        assert_eq!(
+            c,
+            vec![
+                PathBuf::from("/run/user/1/qwen-socks/42.sock"),
+                PathBuf::from("/var/tmp/qwen-socks-0123456789abcdef/42.sock"),
+                PathBuf::from("/tmp/qwen-socks-0123456789abcdef/42.sock"),
+            ]
+        );
+        let c = candidates(42, None, None, "0123456789abcdef");
+        assert_eq!(
+            c,
+            vec![PathBuf::from("/tmp/qwen-socks-0123456789abcdef/42.sock")],
+            "duplicates removed"
+        );
+        let c = candidates(
+            42,
+            Some(Path::new("")),
+            Some(Path::new("/tmp")),
+            "0123456789abcdef",
+        );
+        assert_eq!(c.len(), 1, "an empty XDG_RUNTIME_DIR is unset");
+        // 103 bytes is allowed, 104 is not.
+        let base = "/r".to_string();
+        let fill = 103 - (base.len() + "/qwen-socks/42.sock".len());
+        let rt = format!("{base}{}", "x".repeat(fill));
+        let c = candidates(42, Some(Path::new(&rt)), None, "0123456789abcdef");
+        assert_eq!(c[0].as_os_str().len(), 103);
+        let rt = format!("{base}{}", "x".repeat(fill + 1));
+        let c = candidates(42, Some(Path::new(&rt)), None, "0123456789abcdef");
+        assert!(c.iter().all(|p| p.as_os_str().len() <= 103));
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn file_name_rules() {
+        assert_eq!(socket_file_pid("12.sock"), Some(12));
+        assert_eq!(socket_file_pid("12-0a0b0c0d.sock"), Some(12));
+        assert_eq!(socket_file_pid("12-0A0B0C0D.sock"), None);
+        assert_eq!(socket_file_pid("x.sock"), None);
+        assert_eq!(socket_file_pid("0.sock"), None);
+        assert!(is_nonce_dir_name("qwen-socks-0123456789abcdef"));
+        assert!(!is_nonce_dir_name("qwen-socks-0123456789ABCDEF"));
+        assert!(!is_nonce_dir_name("qwen-socks"));
+    }
+
+    #[test]
+    fn binding_modes_and_sibling() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = TempDir::new("bind");
+        let rt = dir.path().join("rt");
+        let first = candidates(
+            std::process::id() as u64,
+            Some(&rt),
+            None,
+            "0123456789abcdef",
+        );
+        let a = bind_first(&first[..1], false).unwrap();
+        assert_eq!(a.path, first[0]);
+        assert_eq!(
+            fs::metadata(a.path.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
+        let m = fs::metadata(&a.path).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.mode() & 0o777, 0o600);
+        // The PID name is taken by a live listener: a sibling.
+        let b = bind_first(&first[..1], false).unwrap();
+        assert_ne!(b.path, a.path);
+        let name = b.path.file_name().unwrap().to_str().unwrap();
+        assert_eq!(socket_file_pid(name), Some(std::process::id() as u64));
+        assert_eq!(
+            name.len(),
+            format!("{}-01234567.sock", std::process::id()).len()
+        );
+        // A stale socket file at the PID name is replaced.
+        drop(a);
+        let c = bind_first(&first[..1], false).unwrap();
+        assert_eq!(c.path, first[0]);
+        // A symlinked directory is refused.
+        let real = dir.path().join("real");
+        fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(bind_at(&link.join("1.sock"), false).is_err());
+        // A file where the directory should be is refused.
+        let f = dir.path().join("file");
+        fs::write(&f, b"x").unwrap();
+        assert!(bind_at(&f.join("1.sock"), false).is_err());
+        // Loose modes on our directory are tightened.
+        fs::set_permissions(rt.join(SOCKET_DIR_NAME), fs::Permissions::from_mode(0o755)).unwrap();
+        let d = bind_first(&first[..1], false).unwrap();
+        assert_eq!(
+            fs::metadata(d.path.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn sweeping() {
+        let dir = TempDir::new("sweep");
+        let socks = dir.path().join(SOCKET_DIR_NAME);
+        fs::create_dir_all(&socks).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        // A stale socket of a dead PID, a live listener of a dead PID name, another file.
+        let stale = socks.join(format!("{dead}.sock"));
+        drop(StdUnixListener::bind(&stale).unwrap());
+        let answering = socks.join(format!("{dead}-0a0b0c0d.sock"));
+        let _keep = StdUnixListener::bind(&answering).unwrap();
+        let other = socks.join("notes.txt");
+        fs::write(&other, b"x").unwrap();
+        let own = socks.join(format!("{}.sock", std::process::id()));
+        sweep_around(&own, &own);
+        assert!(!stale.exists());
+        assert!(answering.exists(), "still answers");
+        assert!(other.exists());
+        // Nonce directories.
+        let gone = dir.path().join("qwen-socks-00000000000000aa");
+        fs::create_dir(&gone).unwrap();
+        drop(StdUnixListener::bind(gone.join(format!("{dead}.sock"))).unwrap());
+        let mixed = dir.path().join("qwen-socks-00000000000000bb");
+        fs::create_dir(&mixed).unwrap();
+        fs::write(mixed.join("x.txt"), b"x").unwrap();
+        let empty_young = dir.path().join("qwen-socks-00000000000000cc");
+        fs::create_dir(&empty_young).unwrap();
+        let mine = dir.path().join("qwen-socks-00000000000000dd");
+        fs::create_dir(&mine).unwrap();
+        let own = mine.join(format!("{}.sock", std::process::id()));
+        sweep_around(&own, &own);
+        assert!(!gone.exists());
+        assert!(mixed.exists());
+        assert!(empty_young.exists());
+        assert!(mine.exists());
+    }
+}
