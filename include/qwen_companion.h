@@ -63,6 +63,12 @@
 typedef struct qc_companion qc_companion;
 
 /**
+ * A cross-session participant: an inbox and the sessions registered behind
+ * it. Opaque; created by `qc_participant_new`, released by `qc_participant_free`.
+ */
+typedef struct qc_participant qc_participant;
+
+/**
  * A reply slot handed to a diff callback; valid only during that callback,
  * on the callback thread. Fill it with `qc_reply_set_text`.
  */
@@ -106,6 +112,11 @@ typedef int32_t (*qc_open_diff_fn)(void *user_data,
  * failure, with an optional message set the same way.
  */
 typedef int32_t (*qc_close_diff_fn)(void *user_data, const char *file_path, qc_reply *reply);
+
+/**
+ * A callback receiving one JSON document (borrowed for the call).
+ */
+typedef void (*qc_json_fn)(void *user_data, const char *json);
 
 /**
  * Success.
@@ -417,6 +428,258 @@ qc_status qc_companion_respond(qc_companion *c,
                                const char *text,
                                size_t len,
                                char **error);
+
+/**
+ * Creates a participant; nothing is bound or written until the first
+ * `qc_participant_register`. `config_json` (nullable, borrowed) is a JSON
+ * object, every field optional: `qwenHome` (default `$QWEN_HOME`, else
+ * `~/.qwen`), `kind` (`external`), `version`, `multiSession` (several sessions
+ * behind one inbox, one `<pid>-<8hex>.json` record each), `inboundPolicy`
+ * (`accept`|`hold`|`refuse`, default: mode parity), `reviewClass`
+ * (`prompting` default, `bypass`, or null), `heldExpiry` (`1m`|`5m`|`10m`|`never`),
+ * `manualAck`, `controllerToken` (presented on sends marked `controller`),
+ * `parentSocket`/`parentToken` (default from `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`),
+ * `cleanupAtExit` (default true), and test overrides (`socketPath`,
+ * `runtimeDir`, `tmpDir`, `sweepSockets`, `lineDeadlineMs`).
+ * `*out` receives a handle owned by the caller (free with `qc_participant_free`).
+ */
+qc_status qc_participant_new(const char *config_json, qc_participant **out, char **error);
+
+/**
+ * Releases a participant: unregisters every session (held and queued
+ * messages settle as `expired`, records and the socket are removed), joins
+ * its callback thread (unless called from inside one of its callbacks) and
+ * finalizes the callbacks' `user_data`. NULL is a no-op; an unknown or freed
+ * handle gives `QC_INVALID_HANDLE`.
+ */
+qc_status qc_participant_free(qc_participant *p);
+
+/**
+ * Unregisters every session and closes the inbox, keeping the handle
+ * (register again to come back).
+ */
+qc_status qc_participant_close(qc_participant *p, char **error);
+
+/**
+ * Registers a session: binds the inbox on the first one, then writes its
+ * record. `options_json` (nullable, borrowed): `sessionId`, `name`, `cwd`,
+ * `kind`, `inboundPolicy`, `reviewClass`, `heldExpiry`. `*out_session_json`
+ * receives `{"sessionId","ref","name","kind","cwd","startedAt","recordPath","ipcPath"}`
+ * (owned; free with `qc_string_free`).
+ */
+qc_status qc_participant_register(qc_participant *p,
+                                  const char *options_json,
+                                  char **out_session_json,
+                                  char **error);
+
+/**
+ * Unregisters `session_id`: its held and queued messages settle as
+ * `expired` and its record is removed (only if it still holds our pid and
+ * session id). The last one closes the inbox.
+ */
+qc_status qc_participant_unregister(qc_participant *p, const char *session_id, char **error);
+
+/**
+ * Gives `session_id` a new id (`new_session_id`, or a fresh UUID when NULL),
+ * rewriting the same record file. `*out_session_json` as for register.
+ */
+qc_status qc_participant_rotate_session_id(qc_participant *p,
+                                           const char *session_id,
+                                           const char *new_session_id,
+                                           char **out_session_json,
+                                           char **error);
+
+/**
+ * `*out_json`: a JSON array of our registered sessions (as register returns them).
+ */
+qc_status qc_participant_sessions_json(const qc_participant *p, char **out_json, char **error);
+
+/**
+ * `*out_json`: the environment for processes the host starts on behalf of
+ * `session_id`, `{"QWEN_CODE_MESSAGING_SOCKET":…,"QWEN_CODE_MESSAGING_TOKEN":…}`;
+ * their messages arrive with origin `own-process`. Keep the token out of logs.
+ */
+qc_status qc_participant_child_env_json(const qc_participant *p,
+                                        const char *session_id,
+                                        char **out_json,
+                                        char **error);
+
+/**
+ * `*out_json`: every live record in the registry, newest first, with the
+ * fields of `qwen sessions ps --json` plus `ref`, `reachable`, `recordPath`.
+ * Tokens are never included.
+ */
+qc_status qc_participant_list_json(const qc_participant *p, char **out_json, char **error);
+
+/**
+ * `*out_json`: the sessions a message can be sent to (excluding
+ * `from_session`, nullable), each with its shortest unambiguous address.
+ */
+qc_status qc_participant_peers_json(const qc_participant *p,
+                                    const char *from_session,
+                                    char **out_json,
+                                    char **error);
+
+/**
+ * Resolves `address` (`name`, `name [ref]`, `[ref]` or a bare ref) against a
+ * fresh read of the registry. `QC_NOT_FOUND` when nothing matches;
+ * `QC_INVALID_ARGUMENT` for an ambiguous name (the message lists the candidates).
+ */
+qc_status qc_participant_resolve_json(const qc_participant *p,
+                                      const char *address,
+                                      const char *from_session,
+                                      char **out_json,
+                                      char **error);
+
+/**
+ * Sends one message. `options_json` (borrowed): `{"to": ADDRESS, "content":
+ * TEXT, "fromSession"?, "priority"? ("now"|"next"), "fromMode"?
+ * ("prompting"|"bypass"; omitted unless given), "controller"? (present the
+ * configured controller token)}`. Blocks until the recipient took the
+ * connection (at most about 5 s). `*out_result_json`:
+ * `{"msgId","address","toSessionId","confirmed"}`. `QC_REFUSED` when the send
+ * would exceed the recipient's limits (the message says why).
+ */
+qc_status qc_participant_send(qc_participant *p,
+                              const char *options_json,
+                              char **out_result_json,
+                              char **error);
+
+/**
+ * Sends to the Qwen session that started this process (it set
+ * `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`, or the config names them), with the
+ * own-process token. `options_json`: `{"content", "fromSession"?, "priority"?,
+ * "fromMode"?}`. `QC_NOT_FOUND` when there is no parent session.
+ */
+qc_status qc_participant_send_to_parent(qc_participant *p,
+                                        const char *options_json,
+                                        char **out_result_json,
+                                        char **error);
+
+/**
+ * `*out_json`: the delivery state of a message we sent:
+ * `{"msgId","address","state","last"?}` where `state` is `pending`, `held`,
+ * `delivered`, `denied`, `refused`, `expired`, `misaddressed` or `dropped`.
+ * `QC_NOT_FOUND` for an id we never sent.
+ */
+qc_status qc_participant_send_state_json(const qc_participant *p,
+                                         const char *msg_id,
+                                         char **out_json,
+                                         char **error);
+
+/**
+ * Waits up to `timeout_ms` for the message's next transition (or, with
+ * `final_only` non-zero, for a final state: not `pending` or `held`), then
+ * writes its state as `qc_participant_send_state_json` does. Returns the
+ * state reached by the deadline; it does not fail on timeout.
+ */
+qc_status qc_participant_wait(qc_participant *p,
+                              const char *msg_id,
+                              uint32_t timeout_ms,
+                              int32_t final_only,
+                              char **out_json,
+                              char **error);
+
+/**
+ * `*out_json`: the messages held for the host's review (array of
+ * `{"msgId","sessionId","content","text","from"?,"fromName"?,"fromMode"?,
+ * "origin","controllerLabel"?,"cause","heldAt","expiresAt"?}`).
+ */
+qc_status qc_participant_held_json(const qc_participant *p, char **out_json, char **error);
+
+/**
+ * The host releases a held message: it is delivered (`delivered` receipt).
+ * `QC_NOT_FOUND` when it is no longer held; `QC_REFUSED` when the input
+ * queue is full.
+ */
+qc_status qc_participant_release(qc_participant *p, const char *msg_id, char **error);
+
+/**
+ * The host denies a held message (`denied` receipt). `QC_NOT_FOUND` when it
+ * is no longer held.
+ */
+qc_status qc_participant_deny(qc_participant *p, const char *msg_id, char **error);
+
+/**
+ * With `manualAck`, the host has consumed a delivered message (it leaves the
+ * input queue). `QC_NOT_FOUND` when it is not queued.
+ */
+qc_status qc_participant_ack(qc_participant *p, const char *msg_id, char **error);
+
+/**
+ * `*out_json`: the inbound settings of `session_id`:
+ * `{"policy"?,"reviewClass"?,"heldExpiry"}`.
+ */
+qc_status qc_participant_inbound_settings_json(const qc_participant *p,
+                                               const char *session_id,
+                                               char **out_json,
+                                               char **error);
+
+/**
+ * Replaces the inbound settings of `session_id` (`settings_json` as
+ * `qc_participant_inbound_settings_json` gives them); held messages are
+ * judged again, as when a Qwen session changes mode.
+ */
+qc_status qc_participant_update_inbound(qc_participant *p,
+                                        const char *session_id,
+                                        const char *settings_json,
+                                        char **error);
+
+/**
+ * `*out` receives the inbox socket path (owned); `QC_NOT_RUNNING` when no
+ * session is registered.
+ */
+qc_status qc_participant_ipc_path(const qc_participant *p, char **out, char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the log callback (see
+ * `qc_companion_set_log_callback`). On failure `user_data` is not taken.
+ */
+qc_status qc_participant_set_log_callback(qc_participant *p,
+                                          qc_log_fn cb,
+                                          void *user_data,
+                                          qc_free_fn free_user_data,
+                                          uint32_t max_level,
+                                          char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the message callback: each delivered
+ * message as JSON `{"msgId","sessionId","content","text" (every '<'
+ * escaped, for display),"envelope","display","from"?,"fromName"?,"fromMode"?,
+ * "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?}`.
+ * `origin` is what the connection proved, never what the frame claims.
+ * Messages accepted while no callback is set wait (up to 50 per session).
+ * On failure `user_data` is not taken.
+ */
+qc_status qc_participant_set_message_callback(qc_participant *p,
+                                              qc_json_fn cb,
+                                              void *user_data,
+                                              qc_free_fn free_user_data,
+                                              char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the receipt callback: every transition of
+ * a message we sent, as JSON `{"msgId","address","status","previous",
+ * "reason"?,"dropReason"?}`. Only receipts whose connection proved our own
+ * token count; duplicates and unknown statuses cause no call.
+ * On failure `user_data` is not taken.
+ */
+qc_status qc_participant_set_receipt_callback(qc_participant *p,
+                                              qc_json_fn cb,
+                                              void *user_data,
+                                              qc_free_fn free_user_data,
+                                              char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the held callback: after every change of
+ * the hold buffer, the whole buffer as a JSON array (as
+ * `qc_participant_held_json`). On failure `user_data` is not taken.
+ */
+qc_status qc_participant_set_held_callback(qc_participant *p,
+                                           qc_json_fn cb,
+                                           void *user_data,
+                                           qc_free_fn free_user_data,
+                                           char **error);
 
 /**
  * Returns the library version, e.g. `"0.1.0"`. The string is static: do not free it.

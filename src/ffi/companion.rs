@@ -15,7 +15,6 @@ use once_cell::sync::Lazy;
 
 use super::util::*;
 use crate::error::{Error, Result, Status};
-use crate::host::LogLevel;
 use crate::ide::{Companion, Config};
 
 /// An IDE companion: an MCP server for Qwen Code plus its lock file. Opaque;
@@ -29,11 +28,6 @@ pub struct qc_companion {
 pub struct qc_reply {
     _private: [u8; 0],
 }
-
-/// Log callback: `level` is one of `QC_LOG_*`, `message` is UTF-8, borrowed
-/// for the duration of the call.
-pub type qc_log_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, level: u32, message: *const c_char)>;
 
 /// Asked to show a diff. `file_path` (absolute) and `new_content` are borrowed
 /// for the call; `new_content` is NUL-terminated and `new_content_len` bytes
@@ -170,13 +164,6 @@ pub unsafe extern "C" fn qc_companion_port(
         unsafe { *out = port };
         Ok(())
     })
-}
-
-fn write_string(out: *mut *mut c_char, value: String) -> Result<()> {
-    out_arg(out, "out")?;
-    // SAFETY: checked non-NULL.
-    unsafe { *out = to_c_string(value) };
-    Ok(())
 }
 
 /// `*out` receives the lock file's path (owned; free with `qc_string_free`).
@@ -431,30 +418,7 @@ pub unsafe extern "C" fn qc_companion_set_log_callback(
 ) -> qc_status {
     boundary(error, || {
         let c = companion(c)?;
-        let level = match max_level {
-            1 => LogLevel::Error,
-            2 => LogLevel::Warn,
-            3 => LogLevel::Info,
-            4 => LogLevel::Debug,
-            5 => LogLevel::Trace,
-            _ => {
-                return Err(Error::invalid_argument(
-                    "max_level must be QC_LOG_ERROR (1) .. QC_LOG_TRACE (5)",
-                ))
-            }
-        };
-        let ud = UserData::new(user_data, free_user_data);
-        match cb {
-            None => c.set_log_callback(None),
-            Some(f) => c.set_log_callback(Some((
-                Arc::new(move |level: LogLevel, msg: &str| {
-                    let msg = callback_cstring(msg);
-                    // SAFETY: host callback with its own user_data; strings live for the call.
-                    unsafe { f(ud.ptr(), level as u32, msg.as_ptr()) }
-                }),
-                level,
-            ))),
-        }
+        c.set_log_callback(log_sink(cb, user_data, free_user_data, max_level)?);
         Ok(())
     })
 }

@@ -15,7 +15,9 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod companion;
+mod sessions;
 mod util;
 
 pub use companion::*;
+pub use sessions::*;
 pub use util::*;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result, Status};
+use crate::host::{LogFn, LogLevel};
 
 /// Status code returned by every fallible function (see the `QC_` constants).
 pub type qc_status = u32;
@@ -58,6 +59,84 @@ pub const QC_LOG_TRACE: u32 = 5;
 /// callback (the callback was replaced, or its object freed). Runs once, on
 /// whichever thread drops the last reference (often the callback thread).
 pub type qc_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Log callback: `level` is one of `QC_LOG_*`, `message` is UTF-8, borrowed
+/// for the duration of the call.
+pub type qc_log_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, level: u32, message: *const c_char)>;
+
+/// Builds the library-side log sink from a host log callback (`None` for a
+/// NULL `cb`; the `user_data` is then finalized at once).
+pub(crate) fn log_sink(
+    cb: qc_log_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    max_level: u32,
+) -> Result<Option<(LogFn, LogLevel)>> {
+    let level = match max_level {
+        QC_LOG_ERROR => LogLevel::Error,
+        QC_LOG_WARN => LogLevel::Warn,
+        QC_LOG_INFO => LogLevel::Info,
+        QC_LOG_DEBUG => LogLevel::Debug,
+        QC_LOG_TRACE => LogLevel::Trace,
+        _ => {
+            return Err(Error::invalid_argument(
+                "max_level must be QC_LOG_ERROR (1) .. QC_LOG_TRACE (5)",
+            ))
+        }
+    };
+    let ud = UserData::new(user_data, free_user_data);
+    Ok(cb.map(|f| {
+        let sink: LogFn = Arc::new(move |level: LogLevel, msg: &str| {
+            let msg = callback_cstring(msg);
+            // SAFETY: host callback with its own user_data; the string lives for the call.
+            unsafe { f(ud.ptr(), level as u32, msg.as_ptr()) }
+        });
+        (sink, level)
+    }))
+}
+
+/// A callback receiving one JSON document (borrowed for the call).
+pub type qc_json_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, json: *const c_char)>;
+
+/// A Rust-side callback taking a serialisable value.
+pub(crate) type JsonCallback<T> = Arc<dyn Fn(&T) + Send + Sync>;
+
+/// Wraps a host JSON callback as a Rust closure over serialisable values
+/// (`None` for a NULL `cb`; the `user_data` is then finalized at once).
+pub(crate) fn json_callback<T: serde::Serialize + ?Sized>(
+    cb: qc_json_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+) -> Option<JsonCallback<T>> {
+    let ud = UserData::new(user_data, free_user_data);
+    cb.map(|f| {
+        let call: JsonCallback<T> = Arc::new(move |value: &T| {
+            let json = callback_cstring(&serde_json::to_string(value).unwrap_or_default());
+            // SAFETY: host callback with its own user_data; the string lives for the call.
+            unsafe { f(ud.ptr(), json.as_ptr()) }
+        });
+        call
+    })
+}
+
+/// Writes an owned string to a non-NULL out-parameter.
+pub(crate) fn write_string(out: *mut *mut c_char, value: String) -> Result<()> {
+    out_arg(out, "out")?;
+    // SAFETY: checked non-NULL.
+    unsafe { *out = to_c_string(value) };
+    Ok(())
+}
+
+/// Serialises `value` to an owned JSON string in `out`.
+pub(crate) fn write_json<T: serde::Serialize + ?Sized>(
+    out: *mut *mut c_char,
+    value: &T,
+) -> Result<()> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| Error::new(Status::Internal, format!("serialise: {e}")))?;
+    write_string(out, json)
+}
 
 /// Converts an owned Rust string into a C string the caller frees with
 /// `qc_string_free` (NUL bytes inside are replaced).

@@ -4,7 +4,7 @@
 # prerequisite is installed (CLI via npm, tmux via apt-get) or built (make -C examples/c);
 # if that fails, the run fails.
 #
-#   tests/e2e/run_e2e.sh [--mode tui|stream-json]
+#   tests/e2e/run_e2e.sh [--mode tui|stream-json] [--host demo|sublime|standin]
 #
 # tui (default) drives the interactive TUI under a private tmux server and checks
 #   lock          the demo writes $HOME/.qwen/ide/<port>.lock with ideInfo, live ppid, token
@@ -27,11 +27,24 @@
 # stream-json (faster, no tmux) runs the same checks minus d-cli-accept, with
 #   --input-format stream-json --output-format stream-json.
 #
+# Hosts (the "demo" process: JSON-lines events on stdout, commands on stdin):
+#   demo (default)  target/c/qcdemo ide, the C demo on the public header;
+#   sublime         tests/e2e/sublime_host.py: the REAL Sublime Text plugin
+#                   (examples/sublime/QwenCompanion/plugin.py) on the stub sublime
+#                   modules of tests/python/stubs and the real Python binding; every
+#                   command becomes the Sublime event/command a user would cause. Runs
+#                   with target/pyenv/bin/python (tests/python/run.sh) if it exists, else
+#                   python3. Same checks; before `scan` the user goes back to README.md
+#                   (`focus`), since in Sublime closing the last diff view moved the focus;
+#   standin         tests/e2e/standin_ide.py, a library-free stand-in (harness checks).
+#   --host NAME is the same as E2E_DEMO=NAME (demo: the default binary).
+#
 # Setup: the CLI is installed once into <repo>/target/e2e/qwen (npm, pinned); tmux comes
 #   from apt-get if missing; `make -C examples/c` runs every time (incremental: it
 #   rebuilds the library and the demo only when their sources changed).
-# Environment knobs: E2E_DEMO (path to the demo binary, or "standin" for the Python
-#   stand-in tests/e2e/standin_ide.py, to tell harness bugs from library bugs),
+# Environment knobs: E2E_DEMO (path to the demo binary, "sublime" for the Sublime
+#   plugin host, or "standin" for the Python stand-in tests/e2e/standin_ide.py, to tell
+#   harness bugs from library bugs), E2E_PYTHON (interpreter for the sublime host),
 #   E2E_NO_BUILD=1 (use the demo binary as it is), E2E_TAP=1 (route qwen's IDE traffic
 #   through tests/e2e/tap_proxy.py and print the wire log on failure),
 #   E2E_KEEPALIVE_CHECK=N (implies E2E_TAP=1; extra check "keepalive": after the edits,
@@ -46,15 +59,22 @@ set -u -o pipefail
 usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
 
 MODE=${E2E_MODE:-tui}
+HOST_ARG=""
 while [ $# -gt 0 ]; do
   case $1 in
     --mode) MODE=${2:-}; shift 2 || shift ;;
     --mode=*) MODE=${1#--mode=}; shift ;;
+    --host) HOST_ARG=${2:-}; [ -n "$HOST_ARG" ] || HOST_ARG=-; shift 2 || shift ;;
+    --host=*) HOST_ARG=${1#--host=}; [ -n "$HOST_ARG" ] || HOST_ARG=-; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run_e2e.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 case $MODE in tui|stream-json) ;; *) echo "run_e2e.sh: --mode must be tui or stream-json" >&2; exit 2 ;; esac
+case $HOST_ARG in
+  ""|demo|sublime|standin) ;;
+  *) echo "run_e2e.sh: --host must be demo, sublime or standin" >&2; exit 2 ;;
+esac
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=$(cd "$HERE/../.." && pwd -P)
@@ -66,6 +86,10 @@ TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-45}
 TOTAL_TIMEOUT=${E2E_TOTAL_TIMEOUT:-300}
 BUILD_TIMEOUT=${E2E_BUILD_TIMEOUT:-1800}
 DEMO_SPEC=${E2E_DEMO:-$ROOT/target/c/qcdemo}
+case $HOST_ARG in
+  demo) DEMO_SPEC=$ROOT/target/c/qcdemo ;;
+  sublime|standin) DEMO_SPEC=$HOST_ARG ;;
+esac
 
 if [ "$MODE" = tui ]; then
   CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept quit scan stop)
@@ -385,6 +409,25 @@ ensure_demo() {
     DEMO_CMD=("$PYTHON" "$HERE/standin_ide.py")
     [ -n "${STANDIN_FAULT:-}" ] && DEMO_CMD=(env "STANDIN_FAULT=$STANDIN_FAULT" "${DEMO_CMD[@]}")
     log "using the Python stand-in instead of the demo (E2E_DEMO=standin)"
+    return 0
+  fi
+  if [ "$DEMO_SPEC" = sublime ]; then
+    local lib=$ROOT/target/release/libqwen_companion.so py
+    if [ "${E2E_NO_BUILD:-0}" != 1 ]; then
+      log "building the library (incremental): make -C examples/c lib"
+      (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c lib) > "$RUN/build.log" 2>&1 \
+        || { log "make -C examples/c lib failed (output: build.log, in the diagnostics below)"; return 1; }
+    fi
+    [ -f "$lib" ] || { echo "no library at $lib"; return 1; }
+    py=${E2E_PYTHON:-}
+    if [ -z "$py" ]; then
+      if [ -x "$ROOT/target/pyenv/bin/python" ]; then py=$ROOT/target/pyenv/bin/python; else py=$PYTHON; fi
+    fi
+    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null \
+      || { echo "$py is not a Python >= 3.8"; return 1; }
+    # exec'd by env: the host's pid is $DEMO_PID, so the lock's ppid check still holds.
+    DEMO_CMD=("$py" "$HERE/sublime_host.py" --library "$lib")
+    log "host: the Sublime Text plugin on the stub sublime modules ($py, $("$py" --version 2>&1))"
     return 0
   fi
   if [ "${E2E_NO_BUILD:-0}" != 1 ] && [ "$DEMO_SPEC" = "$ROOT/target/c/qcdemo" ]; then
@@ -800,6 +843,15 @@ if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
       pass d-cli-accept "closeDiff answered with a reply qwen accepted; proposed content written"
     fi
   fi
+fi
+
+# In Sublime a diff view takes the focus, and closing it gives the focus to another tab
+# (the stub: the last one, src/main.rs); the user goes back to README.md, which still has
+# its caret and selection from b-live. (The C demo's focus never moves by itself.)
+if [ "$DEMO_SPEC" = sublime ]; then
+  CUR_CHECK=scan
+  demo_cmd "focus $OTHER"
+  sleep 0.3
 fi
 
 # scan: no QWEN_CODE_IDE_SERVER_PORT, cwd below the workspace, a newer decoy lock of
