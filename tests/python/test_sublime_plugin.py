@@ -436,6 +436,290 @@ def test_closing_the_window_closes_its_companion_and_diffs(st, workspace, mcp_co
     assert window.id() not in st.plugin._companions
 
 
+# -- identity and lifecycle races ------------------------------------------------
+
+
+def text_of(view):
+    return view.substr(sublime.Region(0, view.size()))
+
+
+def diff_notifications(client):
+    return [(m, p) for m, p in client.drain() if m.startswith("ide/diff")]
+
+
+def test_close_diff_while_the_view_is_built_leaves_no_orphan(st, workspace, mcp_connect):
+    """closeDiff + a new openDiff for the same file arrive while the UI thread
+    builds the first view: that view is closed, never left as an orphan that
+    could answer the newer diff."""
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "first\n")
+    built = []
+    raw_new_file = st.window.new_file
+
+    def new_file():  # the CLI acts while the plugin builds the view
+        view = raw_new_file()
+        if not built:
+            built.append(view)
+            result = client.call_tool("closeDiff", {"filePath": path, "suppressNotification": True})
+            assert json.loads(result.content[0].text) == {"content": "first\n"}
+            open_diff(st, client, path, "second\n")
+        return view
+
+    st.window.new_file = new_file
+    assert st.pump_until(lambda: [text_of(v) for v in st.diff_views()] == ["second\n"])
+    sublime.pump(timeout=0.2)
+    (orphan,) = built
+    assert not orphan.is_valid()
+    (view,) = st.diff_views()
+    view.run_command("qwen_companion_accept_diff")
+    assert client.wait_notification("ide/diffAccepted") == {"filePath": path, "content": "second\n"}
+
+
+@pytest.mark.parametrize("accept", [True, False], ids=["accept", "reject"])
+def test_deciding_in_a_view_that_is_not_the_live_diff_does_nothing(st, workspace, mcp_connect, accept):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    (live,) = st.diff_views()
+    rec = st.record()
+
+    # a stale "Proposed:" view for the same file (as left by an older plugin)
+    stale = st.window.new_file()
+    for key, value in (("qwen_companion_is_diff", True), ("qwen_companion_diff_path", path),
+                       ("qwen_companion_window", st.window.id())):
+        stale.settings().set(key, value)
+    stale.run_command("qwen_companion_set_content", {"text": "stale\n"})
+    stale.run_command("qwen_companion_accept_diff" if accept else "qwen_companion_reject_diff")
+
+    assert not stale.is_valid()
+    assert any("no longer waits" in m for m in sublime.status_messages)
+    assert not [c for c in rec.events() if c[0].startswith("diff_")]
+    sublime.pump(timeout=0.2)
+    assert diff_notifications(client) == []
+    assert live.is_valid() and st.diff_views() == [live]
+
+    live.run_command("qwen_companion_accept_diff")  # the live diff still answers
+    assert client.wait_notification("ide/diffAccepted") == {"filePath": path, "content": PROPOSED}
+
+
+def test_a_decision_waits_until_the_newest_proposal_is_shown(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "first\n")
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    open_diff(st, client, path, "second\n")  # queued for the UI thread, not shown yet
+    view.run_command("qwen_companion_accept_diff")
+    assert view.is_valid() and view.settings().get("qwen_companion_is_diff")
+    assert any("changed this proposal" in m for m in sublime.status_messages)
+    sublime.pump()
+    assert text_of(view) == "second\n"
+    assert diff_notifications(client) == []
+    view.run_command("qwen_companion_accept_diff")
+    assert client.wait_notification("ide/diffAccepted") == {"filePath": path, "content": "second\n"}
+
+
+def test_close_diff_with_a_newer_unshown_proposal_returns_that_proposal(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "first\n")
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    st.editor.type_text(view, "edited\n")
+    open_diff(st, client, path, "second\n")  # not shown yet: the edits were made to "first"
+    result = client.call_tool("closeDiff", {"filePath": path, "suppressNotification": True})
+    assert json.loads(result.content[0].text) == {"content": "second\n"}
+    assert st.pump_until(lambda: not view.is_valid())
+    assert st.diff_views() == []
+
+
+def test_a_repeated_show_keeps_the_users_edits(st, workspace, mcp_connect):
+    """Two queued show callbacks for one proposal: the second one does not
+    overwrite what the user typed in between."""
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    st.editor.type_text(view, "# mine\n")
+    st.wc().show_diff(path)
+    assert text_of(view) == PROPOSED + "# mine\n"
+
+
+def test_a_closed_companion_refuses_diffs_and_shows_none(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    old = st.wc()
+    open_diff(st, client, path)  # queued, then the companion restarts
+    st.window.run_command("qwen_companion_restart")
+    assert st.wc() is not old
+    with pytest.raises(st.plugin._qc.RefuseDiff):
+        old._on_open_diff(path, "late\n")  # a callback racing with close()
+    sublime.pump(timeout=0.2)
+    assert st.diff_views() == []
+
+
+def test_decide_without_a_companion_closes_the_view(st, workspace):
+    view = st.window.new_file()
+    view.settings().set("qwen_companion_is_diff", True)
+    view.settings().set("qwen_companion_diff_path", os.path.join(workspace, "main.py"))
+    view.settings().set("qwen_companion_window", st.window.id())
+    st.plugin.close_window_companion(st.window.id())
+    view.run_command("qwen_companion_accept_diff")
+    assert not view.is_valid()
+    assert any("no longer waits" in m for m in sublime.status_messages)
+
+
+def test_closing_a_window_does_not_restart_its_companion(st, workspace, mcp_connect, lock_dir):
+    main = os.path.join(workspace, "main.py")
+    st.editor.open_file(st.window, main)
+    st.editor.open_file(st.window, os.path.join(workspace, "README.md"))
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, main)
+    assert st.pump_until(lambda: st.diff_views())
+    window = st.window
+    st.editor.close_window(window)  # closing the views activates the others
+    assert window.id() not in st.plugin._companions
+    assert [f for f in os.listdir(lock_dir) if f.endswith(".lock")] == []
+    sublime.pump(advance=3.0)
+    assert st.plugin._companions == {}
+
+
+def test_unloading_the_plugin_does_not_restart_companions(st, workspace, mcp_connect, lock_dir):
+    main = os.path.join(workspace, "main.py")
+    st.editor.open_file(st.window, main)
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, main)
+    assert st.pump_until(lambda: st.diff_views())
+    st.plugin.plugin_unloaded()  # closing the diff view activates main.py
+    assert st.plugin._companions == {}
+    assert [f for f in os.listdir(lock_dir) if f.endswith(".lock")] == []
+
+
+def test_a_cancelled_window_close_gets_its_companion_back(st, workspace):
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    sublime_plugin.emit("on_pre_close_window", st.window)  # then the user cancels (unsaved files)
+    sublime_plugin.emit("on_activated", view)
+    assert st.window.id() not in st.plugin._companions
+    for _ in range(st.plugin.CLOSING_GRACE_POLLS + 1):
+        sublime.pump(advance=3.0)
+    wc = st.wc()
+    assert wc.tracked == {view.id(): main} and wc.active == main
+    assert st.lock()["workspacePath"] == workspace
+
+
+def test_the_restart_command_revives_a_window_marked_closing(st, workspace):
+    sublime_plugin.emit("on_pre_close_window", st.window)
+    st.window.run_command("qwen_companion_restart")
+    assert st.window.id() in st.plugin._companions
+
+
+def test_a_view_moved_to_another_window_changes_companion(st, workspace, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    second = st.editor.new_window([str(other)])
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    rec1, rec2 = st.record(), st.record(second)
+    st.editor.move_view(view, second)
+    assert ("file_closed", main) in rec1.events()
+    assert rec2.events()[:2] == [("file_opened", main), ("file_focused", main)]
+    assert rec1.context()["workspaceState"]["openFiles"] == []
+    assert [f["path"] for f in rec2.context()["workspaceState"]["openFiles"]] == [main]
+
+
+def test_a_view_that_left_the_window_without_events_is_closed_by_the_poll(st, workspace):
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    rec = st.record()
+    st.window._views.remove(view)  # Sublime Text 3: no move events
+    sublime.pump(advance=3.0)
+    assert ("file_closed", main) in rec.events()
+    assert st.wc().tracked == {}
+
+
+# -- line endings ----------------------------------------------------------------
+
+MIXED = "a\r\nb\nc\r\n"
+
+
+@pytest.mark.parametrize("decide", ["accept", "close_diff"])
+def test_mixed_line_endings_come_back_unchanged(st, workspace, mcp_connect, decide):
+    path = os.path.join(workspace, "mixed.txt")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, MIXED)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    assert text_of(view) == "a\nb\nc\n"
+    assert view.line_endings() == "Unix"  # not uniformly CRLF
+    if decide == "accept":
+        view.run_command("qwen_companion_accept_diff")
+        assert client.wait_notification("ide/diffAccepted")["content"] == MIXED
+    else:
+        result = client.call_tool("closeDiff", {"filePath": path, "suppressNotification": True})
+        assert json.loads(result.content[0].text) == {"content": MIXED}
+
+
+def test_edited_mixed_line_endings_keep_each_lines_ending(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "mixed.txt")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, MIXED)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    view._text = "a\nB\nc\nd\n"  # the user changes line 2 and adds line 4
+    view.run_command("qwen_companion_accept_diff")
+    assert client.wait_notification("ide/diffAccepted")["content"] == "a\r\nB\nc\r\nd\r\n"
+
+
+def test_a_new_lf_proposal_resets_the_views_line_endings(st, workspace, mcp_connect):
+    path = os.path.join(workspace, "dos.txt")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, path, "a\r\nb\r\n")
+    assert st.pump_until(lambda: st.diff_views() and st.diff_views()[0].line_endings() == "Windows")
+    open_diff(st, client, path, "a\nb\n")
+    assert st.pump_until(lambda: st.diff_views()[0].line_endings() == "Unix")
+    st.diff_views()[0].run_command("qwen_companion_accept_diff")
+    assert client.wait_notification("ide/diffAccepted")["content"] == "a\nb\n"
+
+
+def test_line_ending_restoration_of_a_big_edited_file_is_fast(st):
+    import time
+
+    lines = ["x = {}".format(i) if i % 3 else "" for i in range(60000)]
+    proposed = "".join(line + ("\r\n" if i % 2 else "\n") for i, line in enumerate(lines))
+    shown = st.plugin.ShownProposal(proposed)
+    buffer = shown.text.replace("x = 30001\n", "x = 30001 # edited\n")
+    start = time.monotonic()
+    result = shown.final(buffer)
+    assert time.monotonic() - start < 2.0
+    assert result == proposed.replace("x = 30001\r\n", "x = 30001 # edited\r\n")
+
+
+@pytest.mark.parametrize(
+    "proposed, buffer, expected",
+    [
+        ("a\r\nb\nc\r\n", "a\nb\nc\n", "a\r\nb\nc\r\n"),  # unchanged: exact
+        ("a\r\nb\r\n", "a\nb\nc\n", "a\r\nb\r\nc\r\n"),  # uniform CRLF
+        ("a\nb\n", "a\nb\nc\n", "a\nb\nc\n"),  # LF
+        ("a\r\nb\nc\r\n", "x\na\nb\nc\n", "x\r\na\r\nb\nc\r\n"),  # inserted first line
+        ("a\r\nb\nc\r\n", "a\nb\nb2\nc\n", "a\r\nb\nb2\nc\r\n"),  # inserted after an LF line
+        ("a\r\nb\nc\r\n", "a\nc\n", "a\r\nc\r\n"),  # deleted line
+        ("a\r\nb\nc", "a\nb\nc\nd", "a\r\nb\nc\nd"),  # no final newline: as the line before
+        ("a\rb\r\nc\n", "a\rb\nc\nd\n", "a\rb\r\nc\nd\n"),  # a lone CR is text
+        ("\r\r\n\n", "\r\n\nz", "\r\r\n\nz"),  # CR before CRLF
+        ("", "new\n", "new\n"),
+    ],
+)
+def test_proposal_line_ending_restoration(st, proposed, buffer, expected):
+    shown = st.plugin.ShownProposal(proposed)
+    assert shown.text == proposed.replace("\r\n", "\n")
+    assert shown.final(shown.text) == proposed
+    assert shown.final(buffer) == expected
+
+
 # -- finding the binding ----------------------------------------------------
 
 IMPORT_CHECK = r"""

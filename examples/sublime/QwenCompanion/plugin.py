@@ -12,6 +12,12 @@ thread-safe) and hand every UI change to the main thread with
 ``sublime.set_timeout``; they never wait for the main thread, which may be
 closing the companion at that moment.
 
+Identity: a diff is known by its path, but only the view the UI thread made
+for the current proposal (``DiffState.view``) may answer it, and only once it
+shows the newest proposal; every other "Proposed:" view is stale and closes
+without telling the CLI anything. A closed companion refuses new diffs, and a
+window that is closing never gets a new companion from its last events.
+
 Runs in the Python 3.8 plugin host (see ``.python-version``); the
 ``qwen_companion`` binding is pure Python over ctypes, found as explained in
 README.md (importable already, ``binding_path`` setting, vendored under
@@ -19,6 +25,7 @@ README.md (importable already, ``binding_path`` setting, vendored under
 checkout).
 """
 
+import difflib
 import os
 import sys
 import threading
@@ -46,10 +53,18 @@ POLL_MS = 2000
 #: library still sees it is too long and marks it "... [TRUNCATED]".
 MAX_SELECTION_CHARS = 16400
 
+#: A window whose close was announced (``on_pre_close_window``) gets no new
+#: companion from the events its closing views still send. If it is still
+#: open after this many polls, the close was cancelled (e.g. at the "save
+#: changes?" prompt) and the companion comes back.
+CLOSING_GRACE_POLLS = 5
+
 _lock = threading.RLock()
 _companions = {}  # window id -> WindowCompanion
+_closing = {}  # window id -> polls seen while closing; None once the window is gone
 _qc = None  # the imported qwen_companion module
 _poll_generation = [0]
+_loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may start
 
 
 def log(message):
@@ -146,6 +161,14 @@ def read_file(path):
         return ""
 
 
+def window_views(window):
+    """Every view of ``window``, the transient (preview) one included."""
+    try:
+        return window.views(include_transient=True)  # Sublime Text 4081+
+    except TypeError:
+        return window.views()
+
+
 def close_view(view):
     if view is None or not view.is_valid():
         return
@@ -159,15 +182,111 @@ def close_view(view):
             window.run_command("close_file")
 
 
+def discard_diff_view(view):
+    """Closes a diff view that answers nothing (any more)."""
+    if view is None or not view.is_valid():
+        return
+    view.settings().set(IS_DIFF, False)  # closing it is not a diffClosed
+    close_view(view)
+
+
+def _line_endings(text):
+    """The ending of each line of ``text`` that has one ("\r\n" or "\n")."""
+    return ["\r\n" if line.endswith("\r") else "\n" for line in text.split("\n")[:-1]]
+
+
+class ShownProposal(object):
+    """A proposal as shown in a view, and the way back from the view's text.
+
+    Sublime Text buffers hold "\n" only, so every "\r\n" of the proposal
+    is shown as "\n" (a lone "\r" stays text). The text sent back (Accept,
+    closeDiff) is:
+
+    - the proposal itself, exactly, when the buffer is unchanged;
+    - for a proposal with only CRLF endings (the view says "Windows"), the
+      buffer with every "\n" as "\r\n";
+    - for a proposal with only LF endings, the buffer as it is;
+    - for mixed endings, the buffer's lines matched against the proposal's
+      (difflib): a kept line keeps its ending, a changed line takes the
+      ending of the line it replaces, an added line the ending of the line
+      before it. So the lines the user did not touch keep their endings.
+    """
+
+    def __init__(self, proposed):
+        self.proposed = proposed
+        self.text = proposed.replace("\r\n", "\n")
+        self.endings = _line_endings(proposed)
+        crlf = self.endings.count("\r\n")
+        self.crlf = crlf > 0 and crlf == len(self.endings)
+        self.mixed = 0 < crlf < len(self.endings)
+
+    def final(self, buffer):
+        if buffer == self.text:
+            return self.proposed
+        if self.crlf:
+            return buffer.replace("\n", "\r\n")
+        if not self.mixed:
+            return buffer
+        return self._restore(buffer)
+
+    def _restore(self, buffer):
+        old = self.text.split("\n")
+        new = buffer.split("\n")
+        got = [None] * (len(new) - 1)  # the ending after each new line but the last
+
+        def ending(i):
+            return self.endings[i] if 0 <= i < len(self.endings) else None
+
+        # Unchanged head and tail first (linear), difflib for the middle; its
+        # autojunk keeps big files fast (frequent lines such as blank ones
+        # are matched by extending the matches around them).
+        n = min(len(old), len(new))
+        head = 0
+        while head < n and old[head] == new[head]:
+            head += 1
+        tail = 0
+        while tail < n - head and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        blocks = [("equal", 0, head, 0, head), ("equal", len(old) - tail, len(old), len(new) - tail, len(new))]
+        matcher = difflib.SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail])
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            blocks.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
+        for tag, i1, i2, j1, j2 in blocks:
+            for j in range(j1, min(j2, len(got))):
+                if tag == "equal":
+                    got[j] = ending(i1 + j - j1)
+                elif tag == "replace":
+                    got[j] = ending(min(i1 + j - j1, i2 - 1))
+                # "insert": filled below from the line before
+        counts = (self.endings.count("\r\n"), self.endings.count("\n"))
+        previous = "\r\n" if counts[0] > counts[1] else "\n"
+        if got and got[0] is None:
+            previous = ending(0) or previous  # added before the first line
+        for j, e in enumerate(got):
+            if e is None:
+                got[j] = previous
+            previous = got[j]
+        return "".join(line + e for line, e in zip(new, got)) + new[-1]
+
+
 class DiffState(object):
     """One proposed diff, shared by the library thread and the UI thread
     (always under WindowCompanion.diff_lock)."""
 
     def __init__(self, path, proposed):
         self.path = path
-        self.proposed = proposed
-        self.crlf = "\r\n" in proposed
+        self.proposed = proposed  # the newest proposal from the CLI
+        self.generation = 1  # bumped by each new proposal for the path
         self.view = None  # the scratch view, once the UI thread made it
+        self.shown = None  # the ShownProposal in the view
+        self.shown_generation = 0  # the generation it shows
+
+    def is_answered_by(self, view):
+        """True when ``view`` is this diff's view (not a stale one)."""
+        return self.view is not None and view is not None and self.view.id() == view.id()
+
+    def up_to_date(self):
+        return self.shown is not None and self.shown_generation == self.generation
 
 
 class WindowCompanion(object):
@@ -180,6 +299,7 @@ class WindowCompanion(object):
         self.folders = list(window.folders())
         self.diff_lock = threading.Lock()
         self.diffs = {}  # path -> DiffState
+        self.closed = False  # set (under diff_lock) by close()
         self.tracked = {}  # view id -> path last reported for it
         self.active = None  # path reported as focused
         config = {}
@@ -213,25 +333,30 @@ class WindowCompanion(object):
         if window_by_id(self.window_id) is None:
             raise _qc.RefuseDiff("the Sublime Text window is closed")
         with self.diff_lock:
+            if self.closed:  # racing with close() on the UI thread
+                raise _qc.RefuseDiff("the Sublime Text window's companion is closed")
             state = self.diffs.get(path)
             if state is None:
                 state = self.diffs[path] = DiffState(path, new_content)
             else:  # a new proposal for a file whose diff is still open
                 state.proposed = new_content
-                state.crlf = "\r\n" in new_content
+                state.generation += 1
         sublime.set_timeout(lambda: self.show_diff(path), 0)
 
     def _on_close_diff(self, path):
         """Library thread: the CLI closes the diff; answer with the buffer text."""
         with self.diff_lock:
             state = self.diffs.pop(path, None)
-        if state is None:
-            return None
-        view = state.view
-        text = state.proposed
-        if view is not None and view.is_valid():
-            text = self._final_text(view, state)  # reading is thread-safe
-        sublime.set_timeout(lambda: close_view(view), 0)
+            if state is None:
+                return None
+            view, shown, up_to_date = state.view, state.shown, state.up_to_date()
+            text = state.proposed
+        if up_to_date and view is not None and view.is_valid():
+            # Reading is thread-safe. A newer proposal not shown yet was never
+            # edited: then the answer is that proposal, as is.
+            text = shown.final(view_text(view))
+        if view is not None:
+            sublime.set_timeout(lambda: discard_diff_view(view), 0)
         return text
 
     # -- UI thread ------------------------------------------------------
@@ -241,11 +366,14 @@ class WindowCompanion(object):
 
     def close(self):
         with self.diff_lock:
+            self.closed = True
             views = [d.view for d in self.diffs.values()]
             self.diffs.clear()
-        self.companion.close()
-        for v in views:
-            close_view(v)
+        try:
+            self.companion.close()
+        finally:
+            for v in views:
+                discard_diff_view(v)
 
     def refresh_roots(self, window=None):
         window = window or self.window()
@@ -260,75 +388,95 @@ class WindowCompanion(object):
     def show_diff(self, path):
         with self.diff_lock:
             state = self.diffs.get(path)
-            if state is None:  # already closed by the CLI
+            if state is None or self.closed:  # already closed by the CLI
                 return
-            proposed, crlf, view = state.proposed, state.crlf, state.view
+            proposed, generation, view = state.proposed, state.generation, state.view
+            if view is not None and view.is_valid() and state.shown_generation == generation:
+                return  # a repeated callback: shown already (keep the user's edits)
         window = self.window()
         if window is None:
-            self._forget_diff(path)
-            self._report("diff_closed", path)
+            if self._forget_diff(path, state):
+                self._report("diff_closed", path)
             return
-        if view is None or not view.is_valid():
-            view = window.new_file()
-            view.set_scratch(True)
-            view.settings().set(IS_DIFF, True)
-            view.settings().set(DIFF_PATH, path)
-            view.settings().set(DIFF_WINDOW, self.window_id)
-            view.set_name("Proposed: " + os.path.basename(path))
-            if hasattr(sublime, "find_syntax_for_file"):
-                syntax = sublime.find_syntax_for_file(path)
-                if syntax is not None:
-                    view.assign_syntax(syntax)
-        text = proposed.replace("\r\n", "\n") if crlf else proposed
-        view.run_command("qwen_companion_set_content", {"text": text})
-        if crlf:
-            view.set_line_endings("windows")
+        created = view is None or not view.is_valid()
+        if created:
+            view = self._new_diff_view(window, path)
+        shown = ShownProposal(proposed)
+        view.run_command("qwen_companion_set_content", {"text": shown.text})
+        view.set_line_endings("windows" if shown.crlf else "unix")
         if hasattr(view, "set_reference_document"):
             # Sublime Text 4: the gutter and inline diff show the change
             # against the file as it is on disk.
             original = read_file(path)
             view.set_reference_document(original.replace("\r\n", "\n"))
         with self.diff_lock:
-            current = self.diffs.get(path)
-            if current is state:
+            live = not self.closed and self.diffs.get(path) is state
+            if live:
                 state.view = view
-            else:  # closed by the CLI while we built the view
-                view = None
-        if view is None:
+                state.shown = shown
+                state.shown_generation = generation
+        if not live:
+            # Closed by the CLI while we built the view (a reused view is
+            # closed by whoever closed the diff). A view made here would be
+            # an orphan that could answer a newer diff for the same file.
+            if created:
+                discard_diff_view(view)
             return
-        window.focus_view(view)
+        (view.window() or window).focus_view(view)
         keys = settings().get("accept_reject_hint", "ctrl+alt+y / ctrl+alt+n")
         window.status_message(
             "Qwen Code proposes changes to {}: Accept or Reject ({})".format(os.path.basename(path), keys)
         )
 
-    def _final_text(self, view, state):
-        text = view_text(view)
-        return text.replace("\n", "\r\n") if state.crlf else text
+    def _new_diff_view(self, window, path):
+        view = window.new_file()
+        view.set_scratch(True)
+        view.settings().set(IS_DIFF, True)
+        view.settings().set(DIFF_PATH, path)
+        view.settings().set(DIFF_WINDOW, self.window_id)
+        view.set_name("Proposed: " + os.path.basename(path))
+        if hasattr(sublime, "find_syntax_for_file"):
+            syntax = sublime.find_syntax_for_file(path)
+            if syntax is not None:
+                view.assign_syntax(syntax)
+        return view
 
-    def _forget_diff(self, path):
+    def _forget_diff(self, path, state):
+        """Forgets ``state`` if it is still the diff of ``path``."""
         with self.diff_lock:
-            return self.diffs.pop(path, None)
+            if self.diffs.get(path) is state:
+                del self.diffs[path]
+                return True
+            return False
 
     def decide(self, view, accept):
         """Accept (with the buffer text, edits included) or reject the diff shown in ``view``."""
         path = view.settings().get(DIFF_PATH)
-        state = self._forget_diff(path)
-        if state is None:
+        with self.diff_lock:
+            state = self.diffs.get(path)
+            live = state is not None and state.is_answered_by(view)
+            up_to_date = live and state.up_to_date()
+            if up_to_date:
+                del self.diffs[path]
+        if not live:  # decided or closed already, or a stale view
             sublime.status_message("Qwen Code no longer waits for this diff")
-        elif accept:
-            self._report("diff_accept", path, self._final_text(view, state))
+            discard_diff_view(view)
+            return
+        if not up_to_date:  # its update is queued for the UI thread
+            sublime.status_message("Qwen Code changed this proposal: review it again, then decide")
+            return
+        if accept:
+            self._report("diff_accept", path, state.shown.final(view_text(view)))
         else:
             self._report("diff_reject", path)
-        view.settings().set(IS_DIFF, False)  # decided: closing it is not a diffClosed
-        close_view(view)
+        discard_diff_view(view)
 
     def diff_view_closing(self, view):
         """The user closed a diff view without deciding."""
         path = view.settings().get(DIFF_PATH)
         with self.diff_lock:
             state = self.diffs.get(path)
-            if state is None or state.view is None or state.view.id() != view.id():
+            if state is None or not state.is_answered_by(view):
                 return
             del self.diffs[path]
         self._report("diff_closed", path)
@@ -367,7 +515,10 @@ class WindowCompanion(object):
         self.selection_changed(view)
 
     def view_closing(self, view):
-        path = self.tracked.pop(view.id(), None)
+        self._untrack(view.id())
+
+    def _untrack(self, view_id):
+        path = self.tracked.pop(view_id, None)
         if path is None:
             return
         if path in self.tracked.values():
@@ -401,9 +552,13 @@ class WindowCompanion(object):
             close_window_companion(self.window_id)
             return
         self.refresh_roots(window)
-        for view in window.views():
+        views = window_views(window)
+        for view in views:
             if view.id() in self.tracked:
                 safely(self.sync_view, view)  # renamed from the side bar
+        present = set(v.id() for v in views)
+        for view_id in [i for i in self.tracked if i not in present]:
+            safely(self._untrack, view_id)  # closed or moved without an event
 
 
 # --------------------------------------------------------------------------
@@ -415,7 +570,7 @@ def companion_for(window, create=True):
         return None
     with _lock:
         wc = _companions.get(window.id())
-        if wc is None and create:
+        if wc is None and create and _loaded[0] and window.id() not in _closing:
             try:
                 wc = WindowCompanion(window)
             except Exception as e:  # binding or library problem: say it once per window
@@ -450,9 +605,51 @@ def close_window_companion(window_id):
             log("close failed: {}".format(e))
 
 
+def window_closing(window_id):
+    """``on_pre_close_window``: no companion for this window from now on."""
+    with _lock:
+        _closing[window_id] = 0
+    close_window_companion(window_id)
+
+
+def start_companion(window):
+    """A companion for ``window``, fed with its views (load, restart, revival)."""
+    with _lock:
+        _closing.pop(window.id(), None)
+    wc = companion_for(window)
+    if wc is None:
+        return None
+    for view in window_views(window):
+        safely(wc.sync_view, view)
+    active = window.active_view()
+    if active is not None:
+        safely(wc.view_activated, active)
+    return wc
+
+
+def _check_closing():
+    """Windows gone stay marked (ids are never reused); a window still open
+    after CLOSING_GRACE_POLLS polls was not closed after all."""
+    with _lock:
+        pending = [(i, n) for i, n in _closing.items() if n is not None]
+    for window_id, polls in pending:
+        window = window_by_id(window_id)
+        if window is None:
+            with _lock:
+                _closing[window_id] = None
+        elif polls + 1 >= CLOSING_GRACE_POLLS:
+            log("window {} was not closed: restarting its companion".format(window_id))
+            start_companion(window)
+        else:
+            with _lock:
+                if _closing.get(window_id) is not None:
+                    _closing[window_id] = polls + 1
+
+
 def _poll(generation):
     if generation != _poll_generation[0]:
         return  # plugin unloaded or reloaded
+    safely(_check_closing)
     with _lock:
         items = list(_companions.values())
     for wc in items:
@@ -461,21 +658,16 @@ def _poll(generation):
 
 
 def plugin_loaded():
+    _loaded[0] = True
     _poll_generation[0] += 1
     generation = _poll_generation[0]
     sublime.set_timeout(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
-        wc = companion_for(window)
-        if wc is None:
-            continue
-        for view in window.views():
-            safely(wc.sync_view, view)
-        active = window.active_view()
-        if active is not None:
-            safely(wc.view_activated, active)
+        start_companion(window)
 
 
 def plugin_unloaded():
+    _loaded[0] = False  # the events of the views closed below start nothing
     _poll_generation[0] += 1
     with _lock:
         ids = list(_companions)
@@ -515,7 +707,7 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         companion_for(window)
 
     def on_pre_close_window(self, window):
-        close_window_companion(window.id())
+        window_closing(window.id())
 
     def on_load_project(self, window):
         wc = companion_for(window, create=False)
@@ -579,6 +771,25 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         if wc is not None:
             safely(wc.selection_changed, view)
 
+    def on_pre_move(self, view):
+        """Sublime Text 4: a tab leaves its window (dragged to another one)."""
+        if view.settings().get(IS_DIFF):
+            return  # owned by DIFF_WINDOW's companion wherever it is
+        wc = companion_for(view.window(), create=False)
+        if wc is not None:
+            safely(wc.view_closing, view)
+
+    def on_post_move(self, view):
+        if view.settings().get(IS_DIFF):
+            return
+        window = view.window()
+        wc = companion_for(window)
+        if wc is None:
+            return
+        safely(wc.sync_view, view)
+        if window.active_view() is not None and window.active_view().id() == view.id():
+            safely(wc.view_activated, view)
+
     def on_pre_close(self, view):
         if view.settings().get(IS_DIFF):
             wc = companion_for_view(view)
@@ -606,13 +817,20 @@ class QwenCompanionSetContentCommand(sublime_plugin.TextCommand):
         return False
 
 
+def decide(view, accept):
+    wc = companion_for_view(view)
+    if wc is None:  # its companion is gone: nothing waits for this view
+        sublime.status_message("Qwen Code no longer waits for this diff")
+        discard_diff_view(view)
+        return
+    wc.decide(view, accept)
+
+
 class QwenCompanionAcceptDiffCommand(sublime_plugin.TextCommand):
     """Accept the proposed change, as edited in this view."""
 
     def run(self, edit):
-        wc = companion_for_view(self.view)
-        if wc is not None:
-            wc.decide(self.view, accept=True)
+        decide(self.view, accept=True)
 
     def is_enabled(self):
         return bool(self.view.settings().get(IS_DIFF))
@@ -622,9 +840,7 @@ class QwenCompanionRejectDiffCommand(sublime_plugin.TextCommand):
     """Reject the proposed change."""
 
     def run(self, edit):
-        wc = companion_for_view(self.view)
-        if wc is not None:
-            wc.decide(self.view, accept=False)
+        decide(self.view, accept=False)
 
     def is_enabled(self):
         return bool(self.view.settings().get(IS_DIFF))
@@ -677,11 +893,4 @@ class QwenCompanionRestartCommand(sublime_plugin.WindowCommand):
 
     def run(self):
         close_window_companion(self.window.id())
-        wc = companion_for(self.window)
-        if wc is None:
-            return
-        for view in self.window.views():
-            safely(wc.sync_view, view)
-        active = self.window.active_view()
-        if active is not None:
-            safely(wc.view_activated, active)
+        start_companion(self.window)

@@ -380,7 +380,7 @@ class Window(object):
     def folders(self):
         return list(self._folders)
 
-    def views(self):
+    def views(self, include_transient=False):  # Sublime Text 4 (4081+) signature
         return list(self._views)
 
     def active_view(self):
@@ -450,6 +450,19 @@ class Editor(object):
         for v in list(window._views):
             v.close()
         _windows.remove(window)
+
+    def move_view(self, view, to_window):
+        """Drags a tab to another window (Sublime Text 4 sends on_pre_move and
+        on_post_move; the view keeps its id)."""
+        sublime_plugin.emit("on_pre_move", view)
+        w = view._window
+        w._views.remove(view)
+        if w._active is view:
+            w._active = w._views[-1] if w._views else None
+        view._window = to_window
+        to_window._views.append(view)
+        sublime_plugin.emit("on_post_move", view)
+        to_window.focus_view(view)
 
     def open_file(self, window, path):
         _ui("open_file")
