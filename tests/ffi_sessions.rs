@@ -36,7 +36,16 @@ fn new_participant(home: &TempDir, extra: Value) -> *mut qc_participant {
     let mut p = null_mut();
     let mut err = null_mut();
     let rc = unsafe { qc_participant_new(cfg.as_ptr(), &mut p, &mut err) };
-    assert_eq!(rc, QC_OK, "{}", if err.is_null() { String::new() } else { take(err) });
+    assert_eq!(
+        rc,
+        QC_OK,
+        "{}",
+        if err.is_null() {
+            String::new()
+        } else {
+            take(err)
+        }
+    );
     p
 }
 
@@ -44,7 +53,16 @@ fn json_out(f: impl FnOnce(*mut *mut c_char, *mut *mut c_char) -> qc_status) -> 
     let mut out = null_mut();
     let mut err = null_mut();
     let rc = f(&mut out, &mut err);
-    assert_eq!(rc, QC_OK, "{}", if err.is_null() { String::new() } else { take(err) });
+    assert_eq!(
+        rc,
+        QC_OK,
+        "{}",
+        if err.is_null() {
+            String::new()
+        } else {
+            take(err)
+        }
+    );
     serde_json::from_str(&take(out)).unwrap()
 }
 
@@ -72,11 +90,23 @@ fn send_receive_and_receipts_through_the_abi() {
     let (rud, receipts) = channel_ud();
     unsafe {
         assert_eq!(
-            qc_participant_set_message_callback(b, Some(on_json), mud, Some(free_sender), null_mut()),
+            qc_participant_set_message_callback(
+                b,
+                Some(on_json),
+                mud,
+                Some(free_sender),
+                null_mut()
+            ),
             QC_OK
         );
         assert_eq!(
-            qc_participant_set_receipt_callback(a, Some(on_json), rud, Some(free_sender), null_mut()),
+            qc_participant_set_receipt_callback(
+                a,
+                Some(on_json),
+                rud,
+                Some(free_sender),
+                null_mut()
+            ),
             QC_OK
         );
     }
@@ -95,18 +125,45 @@ fn send_receive_and_receipts_through_the_abi() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"alpha") && names.contains(&"bravo"), "{names:?}");
-    assert!(!list.to_string().contains("ipcToken"), "tokens are never listed");
+    assert!(
+        names.contains(&"alpha") && names.contains(&"bravo"),
+        "{names:?}"
+    );
+    assert!(
+        !list.to_string().contains("ipcToken"),
+        "tokens are never listed"
+    );
 
     let send = cs(r#"{"to":"bravo","content":"hello from the ABI"}"#);
     let sent = json_out(|o, e| unsafe { qc_participant_send(a, send.as_ptr(), o, e) });
     let msg_id = sent["msgId"].as_str().unwrap().to_string();
-    let m = messages.recv_timeout(Duration::from_secs(10)).expect("delivered");
+    let m = messages
+        .recv_timeout(Duration::from_secs(10))
+        .expect("delivered");
     assert_eq!(m["content"], "hello from the ABI");
     assert_eq!(m["origin"], "peer");
-    let r = receipts.recv_timeout(Duration::from_secs(10)).expect("receipt");
+    // The frame as received, replyToken (alpha's record token) included.
+    let record_a: Value =
+        serde_json::from_slice(&std::fs::read(sa["recordPath"].as_str().unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(m["frame"]["msgId"], json!(msg_id));
+    assert_eq!(
+        m["frame"]["message"],
+        json!({"role": "user", "content": "hello from the ABI"})
+    );
+    assert_eq!(m["frame"]["replyToken"], record_a["ipcToken"]);
+    assert_eq!(m["frame"]["from"], sa["ipcPath"]);
+    assert_eq!(m["frame"]["toSessionId"], sb["sessionId"]);
+    let r = receipts
+        .recv_timeout(Duration::from_secs(10))
+        .expect("receipt");
     assert_eq!(r["msgId"], json!(msg_id));
     assert_eq!(r["status"], "delivered");
+    // The control frame as received.
+    assert_eq!(r["frame"]["type"], "control");
+    assert_eq!(r["frame"]["status"], "delivered");
+    assert_eq!(r["frame"]["origMsgId"], json!(msg_id));
+    assert_eq!(r["frame"]["from"], sb["ipcPath"]);
     let id = cs(&msg_id);
     let st = json_out(|o, e| unsafe { qc_participant_wait(a, id.as_ptr(), 2000, 1, o, e) });
     assert_eq!(st["state"], "delivered");
@@ -138,28 +195,49 @@ fn participant_misuse_matrix() {
     unsafe {
         let bad = cs("{");
         let mut q = null_mut();
-        assert_eq!(qc_participant_new(bad.as_ptr(), &mut q, &mut err), QC_INVALID_JSON);
+        assert_eq!(
+            qc_participant_new(bad.as_ptr(), &mut q, &mut err),
+            QC_INVALID_JSON
+        );
         assert!(q.is_null());
         take(err);
         let unknown = cs(r#"{"nope": 1}"#);
-        assert_eq!(qc_participant_new(unknown.as_ptr(), &mut q, &mut err), QC_INVALID_JSON);
+        assert_eq!(
+            qc_participant_new(unknown.as_ptr(), &mut q, &mut err),
+            QC_INVALID_JSON
+        );
         take(err);
-        assert_eq!(qc_participant_new(null(), null_mut(), &mut err), QC_NULL_PARAMETER);
+        assert_eq!(
+            qc_participant_new(null(), null_mut(), &mut err),
+            QC_NULL_PARAMETER
+        );
         take(err);
         // Not registered yet.
-        assert_eq!(qc_participant_ipc_path(p, &mut out, &mut err), QC_NOT_RUNNING);
+        assert_eq!(
+            qc_participant_ipc_path(p, &mut out, &mut err),
+            QC_NOT_RUNNING
+        );
         take(err);
         let opts = cs(r#"{"kind":"9bad"}"#);
-        assert_ne!(qc_participant_register(p, opts.as_ptr(), &mut out, &mut err), QC_OK);
+        assert_ne!(
+            qc_participant_register(p, opts.as_ptr(), &mut out, &mut err),
+            QC_OK
+        );
         take(err);
         let s = json_out(|o, e| qc_participant_register(p, null(), o, e));
         assert_eq!(s["kind"], "external");
         // Sends: bad JSON, unknown address.
         let bad = cs(r#"{"to": 3}"#);
-        assert_eq!(qc_participant_send(p, bad.as_ptr(), &mut out, &mut err), QC_INVALID_JSON);
+        assert_eq!(
+            qc_participant_send(p, bad.as_ptr(), &mut out, &mut err),
+            QC_INVALID_JSON
+        );
         take(err);
         let nobody = cs(r#"{"to":"nobody-here","content":"x"}"#);
-        assert_eq!(qc_participant_send(p, nobody.as_ptr(), &mut out, &mut err), QC_NOT_FOUND);
+        assert_eq!(
+            qc_participant_send(p, nobody.as_ptr(), &mut out, &mut err),
+            QC_NOT_FOUND
+        );
         take(err);
         let invalid = [0xffu8, 0];
         assert_eq!(
@@ -168,11 +246,20 @@ fn participant_misuse_matrix() {
         );
         take(err);
         let unknown = cs("not-held");
-        assert_eq!(qc_participant_release(p, unknown.as_ptr(), &mut err), QC_NOT_FOUND);
+        assert_eq!(
+            qc_participant_release(p, unknown.as_ptr(), &mut err),
+            QC_NOT_FOUND
+        );
         take(err);
-        assert_eq!(qc_participant_send_state_json(p, unknown.as_ptr(), &mut out, &mut err), QC_NOT_FOUND);
+        assert_eq!(
+            qc_participant_send_state_json(p, unknown.as_ptr(), &mut out, &mut err),
+            QC_NOT_FOUND
+        );
         take(err);
-        assert_eq!(qc_participant_set_log_callback(p, None, null_mut(), None, 0, &mut err), QC_INVALID_ARGUMENT);
+        assert_eq!(
+            qc_participant_set_log_callback(p, None, null_mut(), None, 0, &mut err),
+            QC_INVALID_ARGUMENT
+        );
         take(err);
         // Handles.
         assert_eq!(qc_participant_free(p), QC_OK);
@@ -182,7 +269,10 @@ fn participant_misuse_matrix() {
         // A companion handle is not a participant handle.
         let mut c = null_mut();
         assert_eq!(qc_companion_new(null(), &mut c, null_mut()), QC_OK);
-        assert_eq!(qc_participant_close(c as *mut qc_participant, null_mut()), QC_INVALID_HANDLE);
+        assert_eq!(
+            qc_participant_close(c as *mut qc_participant, null_mut()),
+            QC_INVALID_HANDLE
+        );
         assert_eq!(qc_companion_free(c), QC_OK);
     }
 }
