@@ -840,3 +840,33 @@ fn stop_answers_a_pending_open_diff() {
         .unwrap()
         .contains("stopping"));
 }
+
+#[test]
+fn lock_file_rewrites_are_atomic_for_readers() {
+    let f = fixture();
+    f.companion.start().unwrap();
+    let lock = f.companion.lock_file_path().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (lock, stop) = (lock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let bytes = std::fs::read(&lock).expect("the lock file never disappears");
+                let v: Value = serde_json::from_slice(&bytes).expect("never a partial file");
+                assert!(v["workspacePath"].is_string());
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let long = "x".repeat(4000);
+    for i in 0..300 {
+        let root = format!("/tmp/{long}/{i}");
+        f.companion.set_workspace_roots(vec![root]).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    let dir_entries = std::fs::read_dir(lock.parent().unwrap()).unwrap().count();
+    assert_eq!(dir_entries, 1, "no temporary files left behind");
+}
