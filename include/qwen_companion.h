@@ -437,7 +437,8 @@ qc_status qc_companion_respond(qc_companion *c,
  * behind one inbox, one `<pid>-<8hex>.json` record each), `inboundPolicy`
  * (`accept`|`hold`|`refuse`, default: mode parity), `reviewClass`
  * (`prompting` default, `bypass`, or null), `heldExpiry` (`1m`|`5m`|`10m`|`never`),
- * `manualAck`, `controllerToken` (presented on sends marked `controller`),
+ * `manualAck`, `controllerToken` (presented as given, on sends marked
+ * `controller`; only an empty one is refused, the recipient judges the rest),
  * `parentSocket`/`parentToken` (default from `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`),
  * `cleanupAtExit` (default true), and test overrides (`socketPath`,
  * `runtimeDir`, `tmpDir`, `sweepSockets`, `lineDeadlineMs`).
@@ -455,8 +456,9 @@ qc_status qc_participant_new(const char *config_json, qc_participant **out, char
 qc_status qc_participant_free(qc_participant *p);
 
 /**
- * Unregisters every session and closes the inbox, keeping the handle
- * (register again to come back).
+ * Unregisters every session (held and queued messages settle as `expired`)
+ * and closes the inbox. The participant is then finished: later calls that
+ * need it return `QC_NOT_RUNNING`; only `qc_participant_free` remains to do.
  */
 qc_status qc_participant_close(qc_participant *p, char **error);
 
@@ -549,7 +551,9 @@ qc_status qc_participant_send(qc_participant *p,
  * Sends to the Qwen session that started this process (it set
  * `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`, or the config names them), with the
  * own-process token. `options_json`: `{"content", "fromSession"?, "priority"?,
- * "fromMode"?}`. `QC_NOT_FOUND` when there is no parent session.
+ * "fromMode"?, "toSessionId"?}` (`toSessionId` picks one of the parent inbox's
+ * sessions; default: the only live record naming that inbox).
+ * `QC_NOT_FOUND` when there is no parent session.
  */
 qc_status qc_participant_send_to_parent(qc_participant *p,
                                         const char *options_json,
@@ -559,7 +563,8 @@ qc_status qc_participant_send_to_parent(qc_participant *p,
 /**
  * `*out_json`: the delivery state of a message we sent:
  * `{"msgId","address","state","last"?}` where `state` is `pending`, `held`,
- * `delivered`, `denied`, `refused`, `expired`, `misaddressed` or `dropped`.
+ * `delivered`, `denied`, `refused`, `expired`, `misaddressed` or `dropped`,
+ * and `last` is the last transition (as the receipt callback gives it).
  * `QC_NOT_FOUND` for an id we never sent.
  */
 qc_status qc_participant_send_state_json(const qc_participant *p,
@@ -583,7 +588,8 @@ qc_status qc_participant_wait(qc_participant *p,
 /**
  * `*out_json`: the messages held for the host's review (array of
  * `{"msgId","sessionId","content","text","from"?,"fromName"?,"fromMode"?,
- * "origin","controllerLabel"?,"cause","heldAt","expiresAt"?}`).
+ * "origin","controllerLabel"?,"cause","heldAt","expiresAt"?,"frame"}`), where
+ * `frame` is the user frame exactly as received (as in the message callback).
  */
 qc_status qc_participant_held_json(const qc_participant *p, char **out_json, char **error);
 
@@ -608,7 +614,8 @@ qc_status qc_participant_ack(qc_participant *p, const char *msg_id, char **error
 
 /**
  * `*out_json`: the inbound settings of `session_id`:
- * `{"policy"?,"reviewClass"?,"heldExpiry"}`.
+ * `{"policy": "accept"|"hold"|"refuse"|null, "reviewClass": "prompting"|"bypass"|null,
+ * "heldExpiry"}` (null policy = mode parity; null review class = unknown).
  */
 qc_status qc_participant_inbound_settings_json(const qc_participant *p,
                                                const char *session_id,
@@ -646,8 +653,12 @@ qc_status qc_participant_set_log_callback(qc_participant *p,
  * Sets (or with `cb` NULL removes) the message callback: each delivered
  * message as JSON `{"msgId","sessionId","content","text" (every '<'
  * escaped, for display),"envelope","display","from"?,"fromName"?,"fromMode"?,
- * "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?}`.
- * `origin` is what the connection proved, never what the frame claims.
+ * "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?,
+ * "frame"}`. `origin` is what the connection proved, never what the frame
+ * claims. `frame` is the user frame exactly as received, as a JSON object:
+ * every field, unknown ones included, nothing flattened or checked, and its
+ * `replyToken` (the sender's credential for receipts): keep it out of models
+ * and logs.
  * Messages accepted while no callback is set wait (up to 50 per session).
  * On failure `user_data` is not taken.
  */
@@ -660,8 +671,10 @@ qc_status qc_participant_set_message_callback(qc_participant *p,
 /**
  * Sets (or with `cb` NULL removes) the receipt callback: every transition of
  * a message we sent, as JSON `{"msgId","address","status","previous",
- * "reason"?,"dropReason"?}`. Only receipts whose connection proved our own
- * token count; duplicates and unknown statuses cause no call.
+ * "reason"?,"dropReason"?,"frame"}`, where `frame` is the control frame exactly
+ * as received (a coalesced `dropped` receipt gives the same frame to each
+ * message it settles). Only receipts whose connection proved our own token
+ * count; duplicates and unknown statuses cause no call.
  * On failure `user_data` is not taken.
  */
 qc_status qc_participant_set_receipt_callback(qc_participant *p,

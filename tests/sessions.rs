@@ -1099,6 +1099,83 @@ fn send_to_the_parent_session_uses_the_child_token() {
         p.wait(&r.msg_id, T, true).unwrap().state,
         DeliveryState::Delivered
     );
+    // A chosen session of the parent's inbox (one process hosting several).
+    p.send_to_parent(ParentSendOptions {
+        content: "pinned".into(),
+        to_session_id: Some("sess-2".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let lines = fake.next(T).unwrap();
+    let frame: Value = serde_json::from_str(&lines[1]).unwrap();
+    assert_eq!(frame["toSessionId"], "sess-2");
+    assert_eq!(
+        p.send_to_parent(ParentSendOptions {
+            content: "x".into(),
+            to_session_id: Some(" ".into()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .status,
+        Status::InvalidArgument
+    );
+}
+
+#[test]
+fn controller_tokens_go_on_the_auth_line_as_given() {
+    let home = TempDir::new("ctlsend");
+    let b = participant(home.path(), json!({"reviewClass": null}));
+    let ib = b.register(reg("target")).unwrap();
+    let rx = collect_messages(&b);
+    // Not a token Qwen would look up: sent all the same, dropped by the
+    // recipient without a receipt.
+    let odd = participant(home.path(), json!({"controllerToken": "not a qpc token"}));
+    odd.register(reg("odd")).unwrap();
+    let s = odd
+        .send(SendOptions {
+            controller: true,
+            ..send("target", "from odd", None)
+        })
+        .unwrap();
+    assert!(s.confirmed, "the recipient closed the connection");
+    assert_eq!(
+        odd.wait(&s.msg_id, Duration::from_millis(500), false)
+            .unwrap()
+            .state,
+        DeliveryState::Pending
+    );
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    // A granted one: controller origin, delivered although the recipient's
+    // mode is unknown.
+    let token = format!("qpc_{}", "5".repeat(64));
+    let hash: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(
+        home.path().join("peer-controllers.json"),
+        json!({"schemaVersion": 1, "controllers": [{"id": "c_01020304", "label": "ci", "tokenHash": hash, "createdAt": 1}]}).to_string(),
+    )
+    .unwrap();
+    let ctl = participant(home.path(), json!({"controllerToken": token}));
+    ctl.register(reg("ctl")).unwrap();
+    let s = ctl
+        .send(SendOptions {
+            controller: true,
+            ..send("target", "from ctl", None)
+        })
+        .unwrap();
+    let m = rx.recv_timeout(T).unwrap();
+    assert_eq!(m.origin, Origin::Controller);
+    assert_eq!(m.controller_label.as_deref(), Some("ci"));
+    assert_eq!(m.frame["toSessionId"], ib.session_id.as_str());
+    assert_eq!(
+        ctl.wait(&s.msg_id, T, true).unwrap().state,
+        DeliveryState::Delivered
+    );
 }
 
 #[test]
@@ -1108,9 +1185,7 @@ fn config_is_validated() {
         json!({"kind": "Bad"}),
         json!({"kind": "1abc"}),
         json!({"kind": "abcdefghijklmnopq"}),
-        json!({"controllerToken": "nope"}),
-        json!({"controllerToken": "qpc_"}),
-        json!({"controllerToken": "qpc_a b"}),
+        json!({"controllerToken": ""}),
         json!({"socketPath": "relative.sock"}),
         json!({"parentSocket": "/x.sock"}),
         json!({"lineDeadlineMs": 1}),
@@ -1182,4 +1257,80 @@ fn explicit_socket_path_and_freeing_from_a_callback() {
     rx.recv_timeout(T).unwrap();
     assert!(eventually(T, || !std::path::Path::new(&info.record_path).exists()));
     assert!(!path.exists());
+}
+
+#[test]
+fn hosts_get_frames_as_received() {
+    let home = TempDir::new("raw");
+    let a = participant(home.path(), json!({}));
+    let b = participant(home.path(), json!({"inboundPolicy": "hold"}));
+    let ia = a.register(reg("alice")).unwrap();
+    let ib = b.register(reg("bob")).unwrap();
+    let inbox_b = collect_messages(&b);
+    let receipts_a = collect_receipts(&a);
+    let held_b = Arc::new(Mutex::new(Vec::<Vec<HeldInfo>>::new()));
+    let h2 = held_b.clone();
+    b.set_held_callback(Some(Arc::new(move |h: &[HeldInfo]| {
+        h2.lock().unwrap().push(h.to_vec())
+    })));
+    // A raw peer frame with unknown fields, odd values and a multi-line name:
+    // the host gets it whole, replyToken included, nothing flattened.
+    let own_a = token_of(&ia.record_path);
+    let frame = json!({
+        "msgV": 0.5, "msgId": "Raw-Frame-1", "type": "user",
+        "from": ia.ipc_path, "replyToken": own_a, "fromName": "two\nlines",
+        "fromMode": "BYPASS", "priority": "soon", "toSessionId": ib.session_id,
+        "x-extra": {"nested": [1, null, "é"]},
+        "message": {"role": "user", "content": "hi <there>", "attachments": []}
+    });
+    raw_send(
+        &ib.ipc_path,
+        &format!("{}{frame}\n", auth(&token_of(&ib.record_path))),
+        T,
+    );
+    assert!(eventually(T, || !b.held().is_empty()));
+    let held = b.held();
+    assert_eq!(held[0].frame, frame);
+    assert_eq!(held[0].from_name.as_deref(), Some("two lines"));
+    assert!(eventually(T, || held_b
+        .lock()
+        .unwrap()
+        .last()
+        .is_some_and(|h| h.len() == 1 && h[0].frame == frame)));
+    // As JSON (what the FFI hands over): `frame` is the object itself.
+    let j = serde_json::to_value(&held[0]).unwrap();
+    assert_eq!(j["frame"]["replyToken"], own_a);
+    assert_eq!(j["frame"]["x-extra"]["nested"][2], "é");
+    b.release("Raw-Frame-1").unwrap();
+    let m = inbox_b.recv_timeout(T).unwrap();
+    assert_eq!(m.frame, frame);
+    assert_eq!(m.content, "hi <there>");
+    let j = serde_json::to_value(&m).unwrap();
+    assert_eq!(j["frame"]["msgV"], 0.5);
+    // alice never tracked Raw-Frame-1 (a raw send): its receipts move nothing.
+    let ev = receipts_a.recv_timeout(Duration::from_millis(500));
+    assert!(ev.is_err(), "{ev:?}");
+    // A message alice sends through the library: each receipt's frame is the
+    // control frame on the wire.
+    let s = a.send(send("bob", "tracked", None)).unwrap();
+    let ev = receipts_a.recv_timeout(T).unwrap();
+    assert_eq!(ev.status, DeliveryState::Held);
+    assert_eq!(ev.frame["type"], "control");
+    assert_eq!(ev.frame["action"], "delivery_status");
+    assert_eq!(ev.frame["status"], "held");
+    assert_eq!(ev.frame["origMsgId"], s.msg_id.as_str());
+    assert_eq!(ev.frame["from"], ib.ipc_path.as_str());
+    assert!(ev.frame["msgId"].as_str().is_some_and(|id| id != s.msg_id));
+    // A forged receipt with extra fields, on alice's own token: kept whole,
+    // also in the message's state.
+    let forged = json!({"msgV": 1, "msgId": "rcpt-9", "type": "control",
+        "action": "delivery_status", "status": "denied", "origMsgId": s.msg_id.to_uppercase(),
+        "reason": "line\nbreak", "extra": [true]});
+    raw_send(&ia.ipc_path, &format!("{}{forged}\n", auth(&own_a)), T);
+    let ev = receipts_a.recv_timeout(T).unwrap();
+    assert_eq!(ev.status, DeliveryState::Denied);
+    assert_eq!(ev.frame, forged);
+    assert_eq!(ev.reason.as_deref(), Some("line break"));
+    let st = a.send_state(&s.msg_id).unwrap();
+    assert_eq!(st.last.unwrap().frame, forged);
 }

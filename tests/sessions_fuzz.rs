@@ -83,7 +83,7 @@ prop_compose! {
         content in ".{1,40}",
     ) -> UserFrame {
         UserFrame { msg_id, from, reply_token, from_name, from_mode, to_session_id,
-                    priority: if now { Priority::Now } else { Priority::Next }, content }
+                    priority: if now { Priority::Now } else { Priority::Next }, content, raw: None }
     }
 }
 
@@ -161,11 +161,17 @@ proptest! {
     #[test]
     fn user_frames_round_trip(f in user_frame()) {
         let line = user_frame_json(&f);
-        prop_assert_eq!(parse_frame(&line), Some(Frame::User(f.clone())));
+        let parsed = parse_frame(&line);
+        prop_assert_eq!(parsed.clone().map(Frame::without_raw), Some(Frame::User(f.clone())));
+        // The received form is kept as it was.
+        let want: Value = serde_json::from_str(&line).unwrap();
+        prop_assert!(matches!(&parsed, Some(Frame::User(u)) if u.raw.as_deref() == Some(&want)));
         // Unknown fields are ignored; a higher msgV is not.
         let mut v: Value = serde_json::from_str(&line).unwrap();
         v["extra"] = json!({"nested": [1, 2]});
-        prop_assert_eq!(parse_frame(&v.to_string()), Some(Frame::User(f)));
+        let parsed = parse_frame(&v.to_string());
+        prop_assert_eq!(parsed.clone().map(Frame::without_raw), Some(Frame::User(f)));
+        prop_assert!(matches!(&parsed, Some(Frame::User(u)) if u.raw.as_deref() == Some(&v)));
         v["msgV"] = json!(2);
         prop_assert_eq!(parse_frame(&v.to_string()), None);
     }

@@ -4,7 +4,7 @@
 # no Maven Central).
 #
 #   bindings/kotlin/run-tests.sh            # everything
-#   bindings/kotlin/run-tests.sh binding    # one suite: binding | json | intellij
+#   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | json | intellij
 #
 # Outputs go to target/kotlin/:
 #   qwen-companion-kotlin.jar   the binding (needs jna.jar + kotlin-stdlib at run time)

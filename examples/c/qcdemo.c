@@ -1,9 +1,13 @@
 /*
  * qcdemo — a small C host for the qwen-companion C ABI.
  *
- * It plays the part of an editor: it starts a companion (the MCP server that
- * Qwen Code connects to), turns commands read from stdin into editor events
- * and prints what happens as JSON lines on stdout. See `qcdemo --help`.
+ * `qcdemo ide` plays the part of an editor: it starts a companion (the MCP
+ * server that Qwen Code connects to), turns commands read from stdin into
+ * editor events and prints what happens as JSON lines on stdout.
+ * `qcdemo sessions ps|listen|send` joins Qwen Code's cross-session messaging
+ * as a participant (qc_participant_*): it lists the live sessions, receives
+ * messages (with the hold / release / deny decisions of its user), sends and
+ * follows receipts. See `qcdemo --help` and `qcdemo sessions --help`.
  *
  * Only the public header is used. Subcommands are dispatched on argv[1]
  * through the `subcommands` table at the bottom of this file; add new ones
@@ -12,6 +16,8 @@
  * Threads: the main thread reads stdin and calls the library; the library
  * runs every callback on its own callback thread. The two share stdout (one
  * mutex, one whole line per write, flushed) and the diff table (one mutex).
+ * While the main thread sends a message, events from callbacks wait in a
+ * buffer (under the stdout mutex) so that "sent" precedes its receipts.
  *
  * Signals: SIGTERM, SIGINT and SIGHUP are blocked in every thread (they are
  * blocked before the library creates any thread, and threads inherit the
@@ -24,14 +30,18 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "qwen_companion.h"
@@ -241,13 +251,19 @@ static void sb_json_str(sbuf *b, const char *s)
 /* stdout is shared by the main thread and the library's callback thread. */
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Write b as one line on stdout and flush; the caller holds out_lock. */
+static void write_line_locked(const sbuf *b)
+{
+    fwrite(b->data, 1, b->len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
 /* Write b as one line on stdout and flush; b must hold one JSON object. */
 static void emit_line(const sbuf *b)
 {
     pthread_mutex_lock(&out_lock);
-    fwrite(b->data, 1, b->len, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
+    write_line_locked(b);
     pthread_mutex_unlock(&out_lock);
 }
 
@@ -771,28 +787,43 @@ static const struct {
     {"stop", cmd_stop},
 };
 
-/* One stdin line (without its '\n'). */
-static void ide_handle_line(ide_demo *d, char *line, size_t len)
+/*
+ * Split one stdin line (without its '\n') into "VERB ARG" in place: a final
+ * '\r' is dropped, ARG is the rest of the line after the first space ("" if
+ * none). Returns 0 for blank lines, comments ('#') and lines with a NUL byte
+ * (an error event is printed for those).
+ */
+static int split_command(char *line, size_t len, char **verb, char **arg)
 {
-    char *verb, *arg, *sp;
-    size_t i;
+    char *sp;
 
     if (len > 0 && line[len - 1] == '\r')
         line[--len] = '\0';
     if (len == 0 || line[0] == '#')
-        return; /* blank lines and comments */
+        return 0; /* blank lines and comments */
     if (memchr(line, '\0', len) != NULL) {
         emit_error("command line contains a NUL byte");
-        return;
+        return 0;
     }
-    verb = line;
+    *verb = line;
     sp = strchr(line, ' ');
     if (sp != NULL) {
         *sp = '\0';
-        arg = sp + 1;
+        *arg = sp + 1;
     } else {
-        arg = line + len; /* "" */
+        *arg = line + len; /* "" */
     }
+    return 1;
+}
+
+/* One stdin line (without its '\n'). */
+static void ide_handle_line(ide_demo *d, char *line, size_t len)
+{
+    char *verb, *arg;
+    size_t i;
+
+    if (!split_command(line, len, &verb, &arg))
+        return;
     for (i = 0; i < sizeof ide_commands / sizeof ide_commands[0]; i++) {
         if (strcmp(verb, ide_commands[i].verb) == 0) {
             ide_commands[i].fn(d, verb, arg);
@@ -840,17 +871,21 @@ static void setup_signals(sigset_t *wait_mask)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
+/* A handler for one stdin line (without its '\n'); it may modify the line. */
+typedef void (*line_fn)(void *ctx, char *line, size_t len);
+
 /*
- * Read commands from stdin until EOF, `stop` or a stop signal. Lines may be
- * of any length; a last line without '\n' is still executed.
+ * Read commands from stdin until EOF, *stop_requested or a stop signal. Lines
+ * may be of any length; a last line without '\n' is still executed.
  */
-static void ide_command_loop(ide_demo *d, const sigset_t *wait_mask)
+static void command_loop(const sigset_t *wait_mask, const int *stop_requested, line_fn handle,
+                         void *ctx)
 {
     sbuf in = {0};
     char chunk[65536];
     size_t start = 0;
 
-    while (!d->stop_requested && !stop_signal) {
+    while (!*stop_requested && !stop_signal) {
         fd_set rfds;
         ssize_t got;
         int r;
@@ -873,7 +908,7 @@ static void ide_command_loop(ide_demo *d, const sigset_t *wait_mask)
         }
         if (got == 0) { /* EOF: run an unterminated last line, then stop */
             if (in.len > start)
-                ide_handle_line(d, in.data + start, in.len - start);
+                handle(ctx, in.data + start, in.len - start);
             break;
         }
         sb_putn(&in, chunk, (size_t)got);
@@ -884,9 +919,9 @@ static void ide_command_loop(ide_demo *d, const sigset_t *wait_mask)
                 break;
             *nl = '\0';
             len = (size_t)(nl - (in.data + start));
-            ide_handle_line(d, in.data + start, len);
+            handle(ctx, in.data + start, len);
             start += len + 1;
-            if (d->stop_requested)
+            if (*stop_requested)
                 break;
         }
         /* drop consumed bytes */
@@ -898,6 +933,13 @@ static void ide_command_loop(ide_demo *d, const sigset_t *wait_mask)
         }
     }
     sb_free(&in);
+}
+
+static void ide_handle_line_cb(void *ctx, char *line, size_t len) { ide_handle_line(ctx, line, len); }
+
+static void ide_command_loop(ide_demo *d, const sigset_t *wait_mask)
+{
+    command_loop(wait_mask, &d->stop_requested, ide_handle_line_cb, d);
 }
 
 /* Print the "ready" event; returns 0 if the companion's state can't be read. */
@@ -972,7 +1014,7 @@ static int take_option(int argc, char **argv, int *i, const char *name, const ch
     if (a[n] != '\0')
         return 0;
     if (*i + 1 >= argc) {
-        fprintf(stderr, QCDEMO_NAME " ide: %s needs a value\n", name);
+        fprintf(stderr, QCDEMO_NAME ": %s needs a value\n", name);
         exit(2);
     }
     *value = argv[++*i];
@@ -1069,6 +1111,1290 @@ static int subcmd_ide(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Reading the library's JSON                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The library hands out JSON documents (compact, valid UTF-8). The demo reads
+ * a few fields of them and embeds other values (a received frame) verbatim,
+ * so it only needs to find values: a span is the raw text of one JSON value.
+ * Every function here stays inside the given bytes, whatever they hold.
+ */
+typedef struct {
+    const char *p;
+    size_t n;
+} jspan;
+
+static jspan js_doc(const char *s)
+{
+    jspan j;
+    j.p = s != NULL ? s : "";
+    j.n = s != NULL ? strlen(s) : 0;
+    return j;
+}
+
+static size_t js_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* s[i] is '"': the index just past the closing quote, or 0 if unterminated. */
+static size_t js_skip_string(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return 0;
+}
+
+/* The index just past the value that starts at s[i], or 0 if there is none. */
+static size_t js_skip_value(const char *s, size_t n, size_t i)
+{
+    size_t depth = 0, j;
+
+    if (i >= n)
+        return 0;
+    if (s[i] == '"')
+        return js_skip_string(s, n, i);
+    if (s[i] == '{' || s[i] == '[') {
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = js_skip_string(s, n, i);
+                if (i == 0)
+                    return 0;
+                continue;
+            }
+            if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0)
+                    return i + 1;
+            }
+            i++;
+        }
+        return 0;
+    }
+    for (j = i; j < n; j++)
+        if (strchr(",}] \t\r\n", s[j]) != NULL) /* a NUL byte stops it too */
+            break;
+    return j > i ? j : 0;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Four hex digits at s (the caller checked that they are there). */
+static long hex4(const char *s)
+{
+    long v = 0;
+    int i, d;
+    for (i = 0; i < 4; i++) {
+        d = hex_digit(s[i]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static void sb_put_utf8(sbuf *b, unsigned long cp)
+{
+    char u[4];
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        sb_putn(b, u, 1);
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        sb_putn(b, u, 2);
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        sb_putn(b, u, 3);
+    } else {
+        u[0] = (char)(0xF0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        sb_putn(b, u, 4);
+    }
+}
+
+/*
+ * Decode the JSON string v into a new NUL-terminated UTF-8 string of *len
+ * bytes (it may contain NULs); a lone surrogate becomes U+FFFD. NULL if v is
+ * not a string. Free with free().
+ */
+static char *js_strn(jspan v, size_t *len)
+{
+    const char *s = v.p;
+    size_t n = v.n, i, end;
+    sbuf b = {0};
+
+    if (n < 2 || s[0] != '"' || s[n - 1] != '"')
+        return NULL;
+    end = n - 1; /* the closing quote */
+    sb_reserve(&b, n);
+    for (i = 1; i < end; i++) {
+        char c = s[i];
+        long cp, lo;
+        if (c != '\\') {
+            sb_putc(&b, c);
+            continue;
+        }
+        if (++i >= end)
+            break;
+        switch (s[i]) {
+        case 'b': sb_putc(&b, '\b'); break;
+        case 'f': sb_putc(&b, '\f'); break;
+        case 'n': sb_putc(&b, '\n'); break;
+        case 'r': sb_putc(&b, '\r'); break;
+        case 't': sb_putc(&b, '\t'); break;
+        case 'u':
+            if (end - i <= 4 || (cp = hex4(s + i + 1)) < 0) {
+                sb_put_utf8(&b, 0xFFFD);
+                i = end;
+                break;
+            }
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && end - i > 6 && s[i + 1] == '\\' && s[i + 2] == 'u' &&
+                (lo = hex4(s + i + 3)) >= 0xDC00 && lo <= 0xDFFF) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                cp = 0xFFFD;
+            }
+            sb_put_utf8(&b, (unsigned long)cp);
+            break;
+        default: sb_putc(&b, s[i]); break; /* \" \\ \/ */
+        }
+    }
+    *len = b.len;
+    return b.data;
+}
+
+static char *js_str(jspan v)
+{
+    size_t len;
+    return js_strn(v, &len);
+}
+
+/* Whether the raw JSON string q[0..n) equals key. */
+static int js_key_is(const char *q, size_t n, const char *key)
+{
+    size_t klen = strlen(key), len;
+    jspan k;
+    char *d;
+    int eq;
+
+    if (memchr(q, '\\', n) == NULL)
+        return n == klen + 2 && memcmp(q + 1, key, klen) == 0;
+    k.p = q;
+    k.n = n;
+    d = js_strn(k, &len);
+    eq = d != NULL && len == klen && memcmp(d, key, klen) == 0;
+    free(d);
+    return eq;
+}
+
+/* The member `key` of the object obj (the first one, if repeated). */
+static int js_get(jspan obj, const char *key, jspan *out)
+{
+    const char *s = obj.p;
+    size_t n = obj.n, i = js_ws(s, n, 0);
+
+    if (i >= n || s[i] != '{')
+        return 0;
+    i = js_ws(s, n, i + 1);
+    while (i < n && s[i] == '"') {
+        size_t ke = js_skip_string(s, n, i), vs, ve;
+        int hit;
+        if (ke == 0)
+            return 0;
+        hit = js_key_is(s + i, ke - i, key);
+        i = js_ws(s, n, ke);
+        if (i >= n || s[i] != ':')
+            return 0;
+        vs = js_ws(s, n, i + 1);
+        ve = js_skip_value(s, n, vs);
+        if (ve == 0)
+            return 0;
+        if (hit) {
+            out->p = s + vs;
+            out->n = ve - vs;
+            return 1;
+        }
+        i = js_ws(s, n, ve);
+        if (i >= n || s[i] != ',')
+            return 0;
+        i = js_ws(s, n, i + 1);
+    }
+    return 0;
+}
+
+/* The string member `key` of obj, decoded (NULL if absent or not a string). */
+static char *js_get_str(jspan obj, const char *key)
+{
+    jspan v;
+    return js_get(obj, key, &v) ? js_str(v) : NULL;
+}
+
+/* Iteration over the elements of a JSON array. */
+typedef struct {
+    const char *s;
+    size_t n, i;
+    int state; /* 0 not started, 1 inside, 2 done */
+} jiter;
+
+static void js_iter(jiter *it, jspan arr)
+{
+    it->s = arr.p;
+    it->n = arr.n;
+    it->i = 0;
+    it->state = 0;
+}
+
+static int js_next(jiter *it, jspan *elem)
+{
+    size_t i, e;
+
+    if (it->state == 2)
+        return 0;
+    if (it->state == 0) {
+        i = js_ws(it->s, it->n, 0);
+        if (i >= it->n || it->s[i] != '[') {
+            it->state = 2;
+            return 0;
+        }
+        i = js_ws(it->s, it->n, i + 1);
+        it->state = 1;
+    } else {
+        i = js_ws(it->s, it->n, it->i);
+        if (i >= it->n || it->s[i] != ',') {
+            it->state = 2;
+            return 0;
+        }
+        i = js_ws(it->s, it->n, i + 1);
+    }
+    e = js_skip_value(it->s, it->n, i);
+    if (e == 0 || it->s[i] == ']') {
+        it->state = 2;
+        return 0;
+    }
+    elem->p = it->s + i;
+    elem->n = e - i;
+    it->i = e;
+    return 1;
+}
+
+/* Append ,"name":<raw value of obj's member key>; nothing if there is none. */
+static int sb_copy_member(sbuf *b, const char *name, jspan obj, const char *key)
+{
+    jspan v;
+    if (!js_get(obj, key, &v))
+        return 0;
+    sb_putc(b, ',');
+    sb_json_str(b, name);
+    sb_putc(b, ':');
+    sb_putn(b, v.p, v.n);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The `sessions` subcommand: cross-session messaging                         */
+/* ------------------------------------------------------------------------ */
+
+extern char **environ;
+
+#define MESSAGING_SOCKET_ENV "QWEN_CODE_MESSAGING_SOCKET"
+#define MESSAGING_TOKEN_ENV "QWEN_CODE_MESSAGING_TOKEN"
+
+typedef struct {
+    qc_participant *p;
+    char *session_id; /* our registered session */
+    int stop_requested;
+    int one_shot; /* `sessions send`: nothing is printed after a final receipt */
+    const sigset_t *wait_mask;
+    /* Under out_lock: */
+    int deferring; /* a send (or registration) is under way: events wait in `deferred` */
+    int finished;  /* print no more events */
+    sbuf deferred;
+    int wake_fd[2]; /* one-shot: a byte is written when a final receipt arrived */
+    /* Touched by the callback thread only (and after the participant is freed): */
+    char **held_ids; /* held messages already reported */
+    size_t held_n;
+} sess_demo;
+
+/* Print an event from a callback: now, or after the line of the send (or the
+ * ready event) the main thread is producing, so that it comes first. */
+static void sess_emit(sess_demo *d, const sbuf *line)
+{
+    pthread_mutex_lock(&out_lock);
+    if (!d->finished) {
+        if (d->deferring) {
+            sb_putn(&d->deferred, line->data, line->len);
+            sb_putc(&d->deferred, '\n');
+        } else {
+            write_line_locked(line);
+        }
+    }
+    pthread_mutex_unlock(&out_lock);
+}
+
+static void sess_defer_begin(sess_demo *d)
+{
+    pthread_mutex_lock(&out_lock);
+    d->deferring = 1;
+    pthread_mutex_unlock(&out_lock);
+}
+
+/* Print `line` (if not NULL), then whatever the callbacks printed meanwhile. */
+static void sess_defer_end(sess_demo *d, const sbuf *line)
+{
+    pthread_mutex_lock(&out_lock);
+    if (line != NULL)
+        write_line_locked(line);
+    if (d->deferred.len > 0) {
+        fwrite(d->deferred.data, 1, d->deferred.len, stdout);
+        fflush(stdout);
+        d->deferred.len = 0;
+        d->deferred.data[0] = '\0';
+    }
+    d->deferring = 0;
+    pthread_mutex_unlock(&out_lock);
+}
+
+/* A delivered message: {"event":"message","origin","controller"?,"frame"}. */
+static void sess_on_message(void *user_data, const char *json)
+{
+    sess_demo *d = user_data;
+    jspan doc = js_doc(json);
+    sbuf line = {0};
+
+    sb_puts(&line, "{\"event\":\"message\"");
+    sb_copy_member(&line, "origin", doc, "origin");
+    sb_copy_member(&line, "controller", doc, "controllerLabel");
+    sb_copy_member(&line, "frame", doc, "frame");
+    sb_putc(&line, '}');
+    sess_emit(d, &line);
+    sb_free(&line);
+}
+
+/* The hold buffer changed: one "held" event per message not reported yet. */
+static void sess_on_held(void *user_data, const char *json)
+{
+    sess_demo *d = user_data;
+    char **now = NULL;
+    size_t now_n = 0, i;
+    jiter it;
+    jspan e;
+
+    js_iter(&it, js_doc(json));
+    while (js_next(&it, &e)) {
+        char *id = js_get_str(e, "msgId");
+        int known = 0;
+        if (id == NULL)
+            continue;
+        for (i = 0; i < d->held_n && !known; i++)
+            known = strcmp(d->held_ids[i], id) == 0;
+        if (!known) {
+            sbuf line = {0};
+            sb_puts(&line, "{\"event\":\"held\"");
+            sb_copy_member(&line, "msgId", e, "msgId");
+            sb_copy_member(&line, "sessionId", e, "sessionId");
+            sb_copy_member(&line, "origin", e, "origin");
+            sb_copy_member(&line, "controller", e, "controllerLabel");
+            sb_copy_member(&line, "cause", e, "cause");
+            sb_copy_member(&line, "heldAt", e, "heldAt");
+            sb_copy_member(&line, "expiresAt", e, "expiresAt");
+            sb_copy_member(&line, "frame", e, "frame");
+            sb_putc(&line, '}');
+            sess_emit(d, &line);
+            sb_free(&line);
+        }
+        now = xrealloc(now, (now_n + 1) * sizeof *now);
+        now[now_n++] = id;
+    }
+    for (i = 0; i < d->held_n; i++)
+        free(d->held_ids[i]);
+    free(d->held_ids);
+    d->held_ids = now;
+    d->held_n = now_n;
+}
+
+/* A transition of a message we sent (only receipts on connections that
+ * proved our own token reach this callback). */
+static void sess_on_receipt(void *user_data, const char *json)
+{
+    sess_demo *d = user_data;
+    jspan doc = js_doc(json);
+    sbuf line = {0};
+    char *status = js_get_str(doc, "status");
+    int final = status != NULL && strcmp(status, "pending") != 0 && strcmp(status, "held") != 0;
+
+    free(status);
+    sb_puts(&line, "{\"event\":\"receipt\"");
+    sb_copy_member(&line, "msgId", doc, "msgId");
+    sb_copy_member(&line, "status", doc, "status");
+    sb_copy_member(&line, "previous", doc, "previous");
+    sb_copy_member(&line, "frame", doc, "frame");
+    sb_putc(&line, '}');
+    sess_emit(d, &line);
+    sb_free(&line);
+    if (final && d->one_shot) {
+        pthread_mutex_lock(&out_lock);
+        d->finished = 1;
+        pthread_mutex_unlock(&out_lock);
+        if (write(d->wake_fd[1], "x", 1) < 0) {
+            /* the pipe is full: the main thread is being woken anyway */
+        }
+    }
+}
+
+/* Print a failure of a non-JSON command (ps) on stderr. */
+static int report_failure(const char *what, qc_status st, char **errp)
+{
+    if (st == QC_OK)
+        return 1;
+    fprintf(stderr, QCDEMO_NAME " sessions %s: %s: %s\n", what, qc_status_name(st),
+            *errp != NULL ? *errp : "(no message)");
+    qc_string_free(*errp);
+    *errp = NULL;
+    return 0;
+}
+
+/*
+ * Inside a process started by a Qwen session (QWEN_CODE_MESSAGING_SOCKET and
+ * _TOKEN set), a message to that session goes with the messaging token, so
+ * that it arrives as "own-process". When ADDRESS resolves to a live record
+ * whose inbox is that socket, returns its session id (free with free()).
+ */
+static char *parent_session_for(qc_participant *p, const char *address)
+{
+    const char *sock = getenv(MESSAGING_SOCKET_ENV), *tok = getenv(MESSAGING_TOKEN_ENV);
+    char *peer = NULL, *list = NULL, *err = NULL, *sid = NULL, *found = NULL;
+    jiter it;
+    jspan rec;
+
+    if (sock == NULL || sock[0] == '\0' || tok == NULL || tok[0] == '\0')
+        return NULL;
+    if (qc_participant_resolve_json(p, address, NULL, &peer, &err) != QC_OK) {
+        qc_string_free(err); /* the ordinary send reports it */
+        return NULL;
+    }
+    sid = js_get_str(js_doc(peer), "sessionId");
+    qc_string_free(peer);
+    if (sid == NULL)
+        return NULL;
+    if (qc_participant_list_json(p, &list, &err) != QC_OK) {
+        qc_string_free(err);
+        free(sid);
+        return NULL;
+    }
+    js_iter(&it, js_doc(list));
+    while (found == NULL && js_next(&it, &rec)) {
+        char *rs = js_get_str(rec, "sessionId"), *ip = js_get_str(rec, "ipcPath");
+        if (rs != NULL && ip != NULL && strcmp(rs, sid) == 0 && strcmp(ip, sock) == 0)
+            found = sid;
+        free(rs);
+        free(ip);
+    }
+    qc_string_free(list);
+    if (found == NULL)
+        free(sid);
+    return found;
+}
+
+/*
+ * Send TEXT to ADDRESS and print {"event":"sent",...} or
+ * {"event":"send_failed",...}; receipts that arrive meanwhile are printed
+ * after it. Returns 1 when the message was sent.
+ */
+static int sess_send(sess_demo *d, const char *address, const char *text, size_t text_len,
+                     const char *from_mode, int controller)
+{
+    sbuf opts = {0}, line = {0};
+    char *parent_sid = controller ? NULL : parent_session_for(d->p, address);
+    char *out = NULL, *err = NULL;
+    qc_status st;
+
+    if (parent_sid != NULL) {
+        sb_puts(&opts, "{\"toSessionId\":");
+        sb_json_str(&opts, parent_sid);
+    } else {
+        sb_puts(&opts, "{\"to\":");
+        sb_json_str(&opts, address);
+        if (controller)
+            sb_puts(&opts, ",\"controller\":true");
+    }
+    sb_puts(&opts, ",\"content\":");
+    sb_json_strn(&opts, text, text_len);
+    if (from_mode != NULL) {
+        sb_puts(&opts, ",\"fromMode\":");
+        sb_json_str(&opts, from_mode);
+    }
+    sb_putc(&opts, '}');
+
+    sess_defer_begin(d);
+    if (parent_sid != NULL)
+        st = qc_participant_send_to_parent(d->p, opts.data, &out, &err);
+    else
+        st = qc_participant_send(d->p, opts.data, &out, &err);
+    if (st == QC_OK) {
+        jspan doc = js_doc(out);
+        sb_puts(&line, "{\"event\":\"sent\"");
+        sb_copy_member(&line, "msgId", doc, "msgId");
+        sb_puts(&line, ",\"to\":");
+        sb_json_str(&line, address);
+        sb_copy_member(&line, "address", doc, "address");
+        sb_copy_member(&line, "toSessionId", doc, "toSessionId");
+        sb_copy_member(&line, "confirmed", doc, "confirmed");
+        if (parent_sid != NULL)
+            sb_puts(&line, ",\"parent\":true");
+        sb_putc(&line, '}');
+    } else {
+        sb_puts(&line, "{\"event\":\"send_failed\",\"to\":");
+        sb_json_str(&line, address);
+        sb_puts(&line, ",\"status\":");
+        sb_json_str(&line, qc_status_name(st));
+        sb_puts(&line, ",\"error\":");
+        sb_json_str(&line, err != NULL ? err : "(no message)");
+        sb_putc(&line, '}');
+    }
+    sess_defer_end(d, &line);
+    qc_string_free(out);
+    qc_string_free(err);
+    free(parent_sid);
+    sb_free(&opts);
+    sb_free(&line);
+    return st == QC_OK;
+}
+
+/* Creates the participant, sets the callbacks and registers one session. */
+static int sess_start(sess_demo *d, const char *config, const char *name, int with_inbound)
+{
+    char *err = NULL, *info = NULL;
+    sbuf opts = {0};
+    const char *level = getenv("QCDEMO_LOG_LEVEL");
+    uint32_t max_level = 3;
+    int ok;
+
+    if (level != NULL && level[0] >= '1' && level[0] <= '5' && level[1] == '\0')
+        max_level = (uint32_t)(level[0] - '0');
+    if (!check_status("start", qc_participant_new(config, &d->p, &err), &err))
+        return 0;
+    /* user_data is d, which outlives the participant: no free function. */
+    if (!check_status("start", qc_participant_set_log_callback(d->p, on_log, d, NULL, max_level, &err), &err) ||
+        !check_status("start", qc_participant_set_receipt_callback(d->p, sess_on_receipt, d, NULL, &err), &err))
+        return 0;
+    if (with_inbound &&
+        (!check_status("start", qc_participant_set_message_callback(d->p, sess_on_message, d, NULL, &err), &err) ||
+         !check_status("start", qc_participant_set_held_callback(d->p, sess_on_held, d, NULL, &err), &err)))
+        return 0;
+    sb_putc(&opts, '{');
+    if (name != NULL) {
+        sb_puts(&opts, "\"name\":");
+        sb_json_str(&opts, name);
+    }
+    sb_putc(&opts, '}');
+    ok = check_status("register", qc_participant_register(d->p, opts.data, &info, &err), &err);
+    sb_free(&opts);
+    if (ok) {
+        jspan doc = js_doc(info);
+        d->session_id = js_get_str(doc, "sessionId");
+        if (with_inbound) {
+            sbuf line = {0};
+            sb_puts(&line, "{\"event\":\"ready\"");
+            sb_copy_member(&line, "record", doc, "recordPath");
+            sb_copy_member(&line, "sessionId", doc, "sessionId");
+            sb_copy_member(&line, "ref", doc, "ref");
+            sb_copy_member(&line, "name", doc, "name");
+            sb_copy_member(&line, "ipcPath", doc, "ipcPath");
+            sb_putc(&line, '}');
+            sess_defer_end(d, &line); /* events that came already follow it */
+            sb_free(&line);
+        }
+        qc_string_free(info);
+        ok = d->session_id != NULL;
+    }
+    return ok;
+}
+
+/* Unregister (held and queued messages settle as `expired`, the record and
+ * the socket go) and release everything. */
+static int sess_stop(sess_demo *d)
+{
+    size_t i;
+    int ok = 1;
+
+    if (d->p != NULL && !check_status("stop", qc_participant_free(d->p), NULL))
+        ok = 0;
+    d->p = NULL;
+    for (i = 0; i < d->held_n; i++)
+        free(d->held_ids[i]);
+    free(d->held_ids);
+    d->held_ids = NULL;
+    d->held_n = 0;
+    free(d->session_id);
+    d->session_id = NULL;
+    sb_free(&d->deferred);
+    return ok;
+}
+
+/* ---- `sessions listen`: stdin commands */
+
+typedef void (*sess_cmd_fn)(sess_demo *d, const char *verb, char *arg);
+
+static void sess_cmd_send(sess_demo *d, const char *verb, char *arg)
+{
+    static const char usage[] = "send [--from-mode prompting|bypass] ADDRESS TEXT";
+    const char *mode = NULL;
+    char *sp;
+
+    if (strncmp(arg, "--from-mode", 11) == 0 && (arg[11] == ' ' || arg[11] == '=')) {
+        mode = arg + 12;
+        sp = strchr(mode, ' ');
+        if (sp == NULL || sp == mode) {
+            emit_error("%s: --from-mode needs a value (usage: %s)", verb, usage);
+            return;
+        }
+        *sp = '\0';
+        arg = sp + 1;
+    }
+    sp = strchr(arg, ' ');
+    if (arg[0] == '\0' || sp == NULL || sp == arg || sp[1] == '\0') {
+        emit_error("%s: missing argument (usage: %s)", verb, usage);
+        return;
+    }
+    *sp = '\0';
+    sess_send(d, arg, sp + 1, strlen(sp + 1), mode, 0);
+}
+
+static void sess_cmd_release(sess_demo *d, const char *verb, char *arg)
+{
+    char *err = NULL;
+    if (require_arg(verb, arg, "MSGID"))
+        check_status(verb, qc_participant_release(d->p, arg, &err), &err);
+}
+
+static void sess_cmd_deny(sess_demo *d, const char *verb, char *arg)
+{
+    char *err = NULL;
+    if (require_arg(verb, arg, "MSGID"))
+        check_status(verb, qc_participant_deny(d->p, arg, &err), &err);
+}
+
+/*
+ * run COMMAND: run `/bin/sh -c COMMAND` as a process this session started
+ * (QWEN_CODE_MESSAGING_SOCKET/_TOKEN set to our inbox and child token; its
+ * messages to us arrive as "own-process"), stdin from /dev/null and stdout
+ * to our stderr (redirect inside COMMAND to keep it), and wait for it.
+ */
+static void sess_cmd_run(sess_demo *d, const char *verb, char *arg)
+{
+    char *env_json = NULL, *err = NULL, *sock = NULL, *tok = NULL;
+    char **envp = NULL;
+    char *child_argv[4];
+    sbuf e_sock = {0}, e_tok = {0}, line = {0};
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t dflt;
+    size_t n = 0, i, k = 0;
+    pid_t pid;
+    int rc, status = 0;
+
+    if (!require_arg(verb, arg, "COMMAND"))
+        return;
+    if (!check_status(verb, qc_participant_child_env_json(d->p, d->session_id, &env_json, &err), &err))
+        return;
+    sock = js_get_str(js_doc(env_json), MESSAGING_SOCKET_ENV);
+    tok = js_get_str(js_doc(env_json), MESSAGING_TOKEN_ENV);
+    qc_string_free(env_json);
+    if (sock == NULL || tok == NULL) {
+        emit_error("%s: the library gave no child environment", verb);
+        free(sock);
+        free(tok);
+        return;
+    }
+    sb_printf(&e_sock, "%s=%s", MESSAGING_SOCKET_ENV, sock);
+    sb_printf(&e_tok, "%s=%s", MESSAGING_TOKEN_ENV, tok);
+    free(sock);
+    free(tok);
+    while (environ[n] != NULL)
+        n++;
+    envp = xrealloc(NULL, (n + 3) * sizeof *envp);
+    for (i = 0; i < n; i++)
+        if (strncmp(environ[i], MESSAGING_SOCKET_ENV "=", sizeof MESSAGING_SOCKET_ENV) != 0 &&
+            strncmp(environ[i], MESSAGING_TOKEN_ENV "=", sizeof MESSAGING_TOKEN_ENV) != 0)
+            envp[k++] = environ[i];
+    envp[k++] = e_sock.data;
+    envp[k++] = e_tok.data;
+    envp[k] = NULL;
+
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    posix_spawnattr_init(&attr);
+    /* The child starts with the signals we block unblocked and SIGPIPE at its default. */
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);
+    sigaddset(&dflt, SIGTERM);
+    sigaddset(&dflt, SIGINT);
+    sigaddset(&dflt, SIGHUP);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setsigmask(&attr, d->wait_mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    child_argv[0] = "sh";
+    child_argv[1] = "-c";
+    child_argv[2] = arg;
+    child_argv[3] = NULL;
+    rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, child_argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    free(envp);
+    /* The token is in these buffers: clear them before freeing. */
+    memset(e_tok.data, 0, e_tok.len);
+    sb_free(&e_sock);
+    sb_free(&e_tok);
+    if (rc != 0) {
+        emit_error("%s: cannot start /bin/sh: %s", verb, strerror(rc));
+        return;
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            emit_error("%s: waitpid: %s", verb, strerror(errno));
+            return;
+        }
+    }
+    sb_puts(&line, "{\"event\":\"ran\",\"command\":");
+    sb_json_str(&line, arg);
+    if (WIFEXITED(status))
+        sb_printf(&line, ",\"exitCode\":%d}", WEXITSTATUS(status));
+    else
+        sb_printf(&line, ",\"signal\":%d}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    emit_line(&line);
+    sb_free(&line);
+}
+
+static void sess_cmd_stop(sess_demo *d, const char *verb, char *arg)
+{
+    (void)verb;
+    (void)arg;
+    d->stop_requested = 1;
+}
+
+static const struct {
+    const char *verb;
+    sess_cmd_fn fn;
+} sess_commands[] = {
+    {"send", sess_cmd_send},
+    {"release", sess_cmd_release},
+    {"deny", sess_cmd_deny},
+    {"run", sess_cmd_run},
+    {"stop", sess_cmd_stop},
+};
+
+static void sess_handle_line(void *ctx, char *line, size_t len)
+{
+    sess_demo *d = ctx;
+    char *verb, *arg;
+    size_t i;
+
+    if (!split_command(line, len, &verb, &arg))
+        return;
+    for (i = 0; i < sizeof sess_commands / sizeof sess_commands[0]; i++) {
+        if (strcmp(verb, sess_commands[i].verb) == 0) {
+            sess_commands[i].fn(d, verb, arg);
+            return;
+        }
+    }
+    emit_error("unknown command: %s", verb);
+}
+
+/* ---- usage */
+
+static void sessions_usage(FILE *f)
+{
+    fputs("usage: " QCDEMO_NAME " sessions ps [--json]\n"
+          "       " QCDEMO_NAME " sessions listen [--name N] [--policy accept|hold|refuse]\n"
+          "                                [--mode prompting|bypass]\n"
+          "       " QCDEMO_NAME " sessions send ADDRESS TEXT [--from-mode prompting|bypass]\n"
+          "                              [--controller-token T] [--wait SECONDS] [--name N]\n"
+          "\n"
+          "Cross-session messaging with Qwen Code sessions (and other participants) in\n"
+          "$QWEN_HOME (default ~/.qwen); sockets go under $XDG_RUNTIME_DIR or $TMPDIR.\n"
+          "ADDRESS is a session name, [ref] or a bare ref (`sessions ps` shows them).\n"
+          "\n"
+          "ps       the live sessions: a table, or with --json one record per line with\n"
+          "         the fields of `qwen sessions ps --json`.\n"
+          "\n"
+          "listen   registers a session and prints JSON lines:\n"
+          "  {\"event\":\"ready\",\"record\":PATH,\"sessionId\",\"ref\",\"name\",\"ipcPath\"}\n"
+          "  {\"event\":\"message\",\"origin\":\"peer|own-process|controller\",\"controller\"?,\n"
+          "   \"frame\":{...the user frame as received...}}\n"
+          "  {\"event\":\"held\",\"msgId\",\"sessionId\",\"origin\",\"controller\"?,\"cause\",\"heldAt\",\n"
+          "   \"expiresAt\"?,\"frame\"}                  a message waits for release/deny\n"
+          "  {\"event\":\"sent\",\"msgId\",\"to\",\"address\",\"toSessionId\",\"confirmed\",\"parent\"?}\n"
+          "  {\"event\":\"send_failed\",\"to\",\"status\",\"error\"}\n"
+          "  {\"event\":\"receipt\",\"msgId\",\"status\",\"previous\",\"frame\":{...control frame...}}\n"
+          "  {\"event\":\"ran\",\"command\",\"exitCode\"|\"signal\"}\n"
+          "  {\"event\":\"error\",\"message\"}   {\"event\":\"stopped\"}\n"
+          "  --policy accept delivers everything, hold holds everything, refuse refuses\n"
+          "  everything; without it a peer's message is delivered when its fromMode\n"
+          "  equals --mode (our review class, default prompting) and held otherwise.\n"
+          "  Commands on stdin, one per line:\n"
+          "    send [--from-mode M] ADDRESS TEXT   ADDRESS is one word; TEXT the rest\n"
+          "    release MSGID | deny MSGID          decide on a held message\n"
+          "    run COMMAND                         run /bin/sh -c COMMAND, and wait for it,\n"
+          "                                        as a process this session started (its\n"
+          "                                        messages to us are own-process); its\n"
+          "                                        stdout goes to our stderr\n"
+          "    stop\n"
+          "  EOF, stop, SIGTERM, SIGINT and SIGHUP unregister cleanly (held messages\n"
+          "  settle as expired) and exit 0.\n"
+          "\n"
+          "send     registers its own session, sends one message, prints the sent (or\n"
+          "         send_failed) event and each receipt until a final state (held is\n"
+          "         not final) or --wait SECONDS (default 30) ends, then unregisters.\n"
+          "         Exit status 0 when sent, 1 when not. --controller-token T presents T\n"
+          "         (from `qwen sessions controllers add`) as given. In a process started\n"
+          "         by a Qwen session (QWEN_CODE_MESSAGING_SOCKET/_TOKEN set), a message\n"
+          "         to that session goes with the messaging token (\"parent\":true).\n"
+          "\n"
+          "QCDEMO_LOG_LEVEL=1..5 sets the library log level on stderr (default 3).\n",
+          f);
+}
+
+static int parse_wait(const char *s, double *out)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= 0) || v > 86400)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* ---- ps */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The code point of the well-formed UTF-8 sequence s[0..len). */
+static unsigned long utf8_cp(const unsigned char *s, size_t len)
+{
+    unsigned long cp;
+    size_t i;
+    if (len == 1)
+        return s[0];
+    cp = s[0] & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+    for (i = 1; i < len; i++)
+        cp = (cp << 6) | (s[i] & 0x3F);
+    return cp;
+}
+
+/*
+ * Append text for a terminal cell of `width` columns (counted as code points):
+ * control characters (C0, DEL, C1) and bidi overrides removed, cut to
+ * width-2 with an ellipsis, padded with spaces.
+ */
+static void sb_cell(sbuf *b, const char *text, size_t n, size_t width, int last)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    size_t i = 0, cps = 0, total = 0, limit;
+    sbuf clean = {0};
+
+    while (i < n) {
+        size_t len = utf8_seq_len(p + i, n - i);
+        unsigned long cp;
+        if (len == 0) {
+            sb_puts(&clean, "\xEF\xBF\xBD");
+            total++;
+            i++;
+            continue;
+        }
+        cp = utf8_cp(p + i, len);
+        if (!(cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+              (cp >= 0x2066 && cp <= 0x2069))) {
+            sb_putn(&clean, text + i, len);
+            total++;
+        }
+        i += len;
+    }
+    limit = last || width < 3 ? total : width - 2;
+    p = (const unsigned char *)(clean.data != NULL ? clean.data : "");
+    for (i = 0; i < clean.len && (total <= limit || cps < limit - 1); cps++) {
+        size_t len = utf8_seq_len(p + i, clean.len - i);
+        if (len == 0)
+            len = 1; /* cannot happen: `clean` holds well-formed UTF-8 only */
+        sb_putn(b, clean.data + i, len);
+        i += len;
+    }
+    if (total > limit) {
+        sb_puts(b, "\xE2\x80\xA6"); /* … */
+        cps++;
+    }
+    if (!last)
+        for (; cps < width; cps++)
+            sb_putc(b, ' ');
+    sb_free(&clean);
+}
+
+static void sb_cell_str(sbuf *b, const char *s, size_t width)
+{
+    sb_cell(b, s, strlen(s), width, 0);
+}
+
+static int sessions_ps(int argc, char **argv)
+{
+    /* The fields of `qwen sessions ps --json`, in its order. */
+    static const char *const fields[] = {"schemaVersion", "pid",  "procStart",   "pidNs",
+                                         "sessionId",     "cwd",  "name",        "startedAt",
+                                         "qwenVersion",   "kind", "ipcPath"};
+    qc_participant *p = NULL;
+    char *list = NULL, *err = NULL;
+    int json = 0, i, rows = 0;
+    double now;
+    jiter it;
+    jspan rec;
+    sbuf out = {0};
+
+    for (i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            sessions_usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, QCDEMO_NAME " sessions ps: unknown argument: %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!report_failure("ps", qc_participant_new(NULL, &p, &err), &err))
+        return 1;
+    if (!report_failure("ps", qc_participant_list_json(p, &list, &err), &err)) {
+        qc_participant_free(p);
+        return 1;
+    }
+    now = now_ms();
+    js_iter(&it, js_doc(list));
+    while (js_next(&it, &rec)) {
+        rows++;
+        if (json) {
+            size_t k;
+            int first = 1;
+            sb_putc(&out, '{');
+            for (k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+                jspan v;
+                if (!js_get(rec, fields[k], &v))
+                    continue;
+                if (!first)
+                    sb_putc(&out, ',');
+                first = 0;
+                sb_json_str(&out, fields[k]);
+                sb_putc(&out, ':');
+                sb_putn(&out, v.p, v.n);
+            }
+            sb_puts(&out, "}\n");
+        } else {
+            char *name = NULL, *ref = js_get_str(rec, "ref"), *kind = js_get_str(rec, "kind");
+            char *cwd = NULL, *num;
+            size_t name_len = 0, cwd_len = 0;
+            jspan v;
+            double started = 0, age;
+            long secs;
+            char agebuf[32];
+
+            if (rows == 1)
+                sb_puts(&out, "NAME                  REF     KIND      PID      AGE       DIRECTORY\n");
+            if (js_get(rec, "name", &v))
+                name = js_strn(v, &name_len);
+            if (js_get(rec, "cwd", &v))
+                cwd = js_strn(v, &cwd_len);
+            sb_cell(&out, name != NULL ? name : "", name_len, 22, 0);
+            sb_cell_str(&out, ref != NULL ? ref : "", 8);
+            sb_cell_str(&out, kind != NULL && kind[0] != '\0' ? kind : "tui", 10);
+            if (js_get(rec, "pid", &v)) {
+                num = xmemdup(v.p, v.n);
+                sb_cell_str(&out, num, 9);
+                free(num);
+            } else {
+                sb_cell_str(&out, "?", 9);
+            }
+            if (js_get(rec, "startedAt", &v)) {
+                num = xmemdup(v.p, v.n);
+                started = strtod(num, NULL);
+                free(num);
+            }
+            age = now - started;
+            secs = age > 0 ? (long)(age / 1000) : 0;
+            if (secs < 60)
+                snprintf(agebuf, sizeof agebuf, "%lds", secs);
+            else if (secs < 3600)
+                snprintf(agebuf, sizeof agebuf, "%ldm", secs / 60);
+            else if (secs < 86400)
+                snprintf(agebuf, sizeof agebuf, "%ldh", secs / 3600);
+            else
+                snprintf(agebuf, sizeof agebuf, "%ldd", secs / 86400);
+            sb_cell_str(&out, agebuf, 10);
+            sb_cell(&out, cwd != NULL ? cwd : "", cwd_len, 0, 1);
+            sb_putc(&out, '\n');
+            free(name);
+            free(ref);
+            free(kind);
+            free(cwd);
+        }
+    }
+    if (!json && rows == 0)
+        sb_puts(&out, "No Qwen Code sessions are registered right now.\n");
+    if (out.len > 0)
+        fwrite(out.data, 1, out.len, stdout);
+    fflush(stdout);
+    sb_free(&out);
+    qc_string_free(list);
+    qc_participant_free(p);
+    return 0;
+}
+
+/* ---- listen */
+
+static int sessions_listen(int argc, char **argv)
+{
+    const char *name = NULL, *policy = NULL, *mode = NULL;
+    sess_demo d;
+    sbuf config = {0};
+    sigset_t wait_mask;
+    int i, rc = 0;
+
+    for (i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            sessions_usage(stdout);
+            return 0;
+        }
+        if (take_option(argc, argv, &i, "--name", &name) || take_option(argc, argv, &i, "--policy", &policy) ||
+            take_option(argc, argv, &i, "--mode", &mode))
+            continue;
+        fprintf(stderr, QCDEMO_NAME " sessions listen: unknown argument: %s\n", argv[i]);
+        sessions_usage(stderr);
+        return 2;
+    }
+    if (policy != NULL && strcmp(policy, "accept") != 0 && strcmp(policy, "hold") != 0 &&
+        strcmp(policy, "refuse") != 0) {
+        fprintf(stderr, QCDEMO_NAME " sessions listen: --policy is accept, hold or refuse\n");
+        return 2;
+    }
+    if (mode != NULL && strcmp(mode, "prompting") != 0 && strcmp(mode, "bypass") != 0) {
+        fprintf(stderr, QCDEMO_NAME " sessions listen: --mode is prompting or bypass\n");
+        return 2;
+    }
+
+    /* Before the library starts any thread. */
+    setup_signals(&wait_mask);
+    memset(&d, 0, sizeof d);
+    d.wait_mask = &wait_mask;
+    d.wake_fd[0] = d.wake_fd[1] = -1;
+
+    sb_puts(&config, "{\"reviewClass\":");
+    sb_json_str(&config, mode != NULL ? mode : "prompting");
+    if (policy != NULL) {
+        sb_puts(&config, ",\"inboundPolicy\":");
+        sb_json_str(&config, policy);
+    }
+    sb_putc(&config, '}');
+
+    /* Events of messages that arrive during registration follow "ready". */
+    sess_defer_begin(&d);
+    if (!sess_start(&d, config.data, name, 1)) {
+        rc = 1;
+        sess_defer_end(&d, NULL);
+    } else {
+        command_loop(&wait_mask, &d.stop_requested, sess_handle_line, &d);
+        if (stop_signal)
+            fprintf(stderr, QCDEMO_NAME ": signal %d, stopping\n", (int)stop_signal);
+    }
+    sb_free(&config);
+    if (!sess_stop(&d))
+        rc = 1;
+    {
+        sbuf line = {0};
+        sb_puts(&line, "{\"event\":\"stopped\"}");
+        emit_line(&line);
+        sb_free(&line);
+    }
+    return rc;
+}
+
+/* ---- send */
+
+static int sessions_send(int argc, char **argv)
+{
+    const char *from_mode = NULL, *token = NULL, *wait_arg = NULL, *name = NULL;
+    const char *address = NULL;
+    sbuf text = {0}, config = {0};
+    int i, ntext = 0, rest = 0, sent = 0, ok = 1;
+    double wait_s = 30;
+    sess_demo d;
+    sigset_t wait_mask;
+    struct timespec deadline;
+
+    for (i = 3; i < argc; i++) {
+        if (!rest && strcmp(argv[i], "--") == 0) {
+            rest = 1;
+            continue;
+        }
+        if (!rest && strncmp(argv[i], "--", 2) == 0) {
+            if (strcmp(argv[i], "--help") == 0) {
+                sessions_usage(stdout);
+                return 0;
+            }
+            if (take_option(argc, argv, &i, "--from-mode", &from_mode) ||
+                take_option(argc, argv, &i, "--controller-token", &token) ||
+                take_option(argc, argv, &i, "--wait", &wait_arg) || take_option(argc, argv, &i, "--name", &name))
+                continue;
+            fprintf(stderr, QCDEMO_NAME " sessions send: unknown option: %s\n", argv[i]);
+            sessions_usage(stderr);
+            return 2;
+        }
+        if (address == NULL) {
+            address = argv[i];
+        } else {
+            if (ntext++ > 0)
+                sb_putc(&text, ' ');
+            sb_puts(&text, argv[i]);
+        }
+    }
+    if (address == NULL || ntext == 0) {
+        fputs(QCDEMO_NAME " sessions send: ADDRESS and TEXT are required\n", stderr);
+        sessions_usage(stderr);
+        sb_free(&text);
+        return 2;
+    }
+    if (token != NULL && token[0] == '\0') {
+        fputs(QCDEMO_NAME " sessions send: --controller-token is empty\n", stderr);
+        sb_free(&text);
+        return 2;
+    }
+    if (wait_arg != NULL && !parse_wait(wait_arg, &wait_s)) {
+        fputs(QCDEMO_NAME " sessions send: --wait takes a number of seconds (0 to 86400)\n", stderr);
+        sb_free(&text);
+        return 2;
+    }
+
+    setup_signals(&wait_mask);
+    memset(&d, 0, sizeof d);
+    d.wait_mask = &wait_mask;
+    d.one_shot = 1;
+    if (pipe(d.wake_fd) != 0) {
+        emit_error("pipe: %s", strerror(errno));
+        sb_free(&text);
+        return 1;
+    }
+    for (i = 0; i < 2; i++) {
+        fcntl(d.wake_fd[i], F_SETFD, FD_CLOEXEC);
+        fcntl(d.wake_fd[i], F_SETFL, fcntl(d.wake_fd[i], F_GETFL) | O_NONBLOCK);
+    }
+
+    /* Nobody reads this session's inbox: messages to it are refused. */
+    sb_puts(&config, "{\"inboundPolicy\":\"refuse\"");
+    if (token != NULL) {
+        sb_puts(&config, ",\"controllerToken\":");
+        sb_json_str(&config, token);
+    }
+    sb_putc(&config, '}');
+
+    if (!sess_start(&d, config.data, name, 0)) {
+        ok = 0;
+    } else {
+        sent = sess_send(&d, address, text.data, text.len, from_mode, token != NULL);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += (time_t)wait_s;
+        deadline.tv_nsec += (long)((wait_s - (double)(time_t)wait_s) * 1e9);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        while (sent && !stop_signal) {
+            struct timespec now, left;
+            fd_set rfds;
+            char buf[64];
+            int finished;
+
+            pthread_mutex_lock(&out_lock);
+            finished = d.finished;
+            pthread_mutex_unlock(&out_lock);
+            if (finished)
+                break;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            left.tv_sec = deadline.tv_sec - now.tv_sec;
+            left.tv_nsec = deadline.tv_nsec - now.tv_nsec;
+            if (left.tv_nsec < 0) {
+                left.tv_sec--;
+                left.tv_nsec += 1000000000L;
+            }
+            if (left.tv_sec < 0)
+                break;
+            FD_ZERO(&rfds);
+            FD_SET(d.wake_fd[0], &rfds);
+            if (pselect(d.wake_fd[0] + 1, &rfds, NULL, NULL, &left, &wait_mask) > 0)
+                while (read(d.wake_fd[0], buf, sizeof buf) > 0) {
+                }
+        }
+        if (stop_signal)
+            fprintf(stderr, QCDEMO_NAME ": signal %d, stopping\n", (int)stop_signal);
+    }
+    /* No more events: the wait is over. */
+    pthread_mutex_lock(&out_lock);
+    d.finished = 1;
+    pthread_mutex_unlock(&out_lock);
+    if (!sess_stop(&d))
+        ok = 0;
+    close(d.wake_fd[0]);
+    close(d.wake_fd[1]);
+    sb_free(&text);
+    sb_free(&config);
+    return ok && sent ? 0 : 1;
+}
+
+static int subcmd_sessions(int argc, char **argv)
+{
+    if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 ||
+        strcmp(argv[2], "help") == 0) {
+        sessions_usage(argc < 3 ? stderr : stdout);
+        return argc < 3 ? 2 : 0;
+    }
+    if (strcmp(argv[2], "ps") == 0)
+        return sessions_ps(argc, argv);
+    if (strcmp(argv[2], "listen") == 0)
+        return sessions_listen(argc, argv);
+    if (strcmp(argv[2], "send") == 0)
+        return sessions_send(argc, argv);
+    fprintf(stderr, QCDEMO_NAME " sessions: unknown command: %s\n", argv[2]);
+    sessions_usage(stderr);
+    return 2;
+}
+
+/* ------------------------------------------------------------------------ */
 /* main: subcommand dispatch                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -1080,6 +2406,7 @@ static const struct {
     const char *summary;
 } subcommands[] = {
     {"ide", subcmd_ide, "run an IDE companion driven by commands on stdin"},
+    {"sessions", subcmd_sessions, "cross-session messaging: ps, listen, send"},
 };
 
 static void usage(FILE *f)

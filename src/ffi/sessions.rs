@@ -47,7 +47,8 @@ fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
 /// behind one inbox, one `<pid>-<8hex>.json` record each), `inboundPolicy`
 /// (`accept`|`hold`|`refuse`, default: mode parity), `reviewClass`
 /// (`prompting` default, `bypass`, or null), `heldExpiry` (`1m`|`5m`|`10m`|`never`),
-/// `manualAck`, `controllerToken` (presented on sends marked `controller`),
+/// `manualAck`, `controllerToken` (presented as given, on sends marked
+/// `controller`; only an empty one is refused, the recipient judges the rest),
 /// `parentSocket`/`parentToken` (default from `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`),
 /// `cleanupAtExit` (default true), and test overrides (`socketPath`,
 /// `runtimeDir`, `tmpDir`, `sweepSockets`, `lineDeadlineMs`).
@@ -91,8 +92,9 @@ pub unsafe extern "C" fn qc_participant_free(p: *mut qc_participant) -> qc_statu
     })
 }
 
-/// Unregisters every session and closes the inbox, keeping the handle
-/// (register again to come back).
+/// Unregisters every session (held and queued messages settle as `expired`)
+/// and closes the inbox. The participant is then finished: later calls that
+/// need it return `QC_NOT_RUNNING`; only `qc_participant_free` remains to do.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_close(
     p: *mut qc_participant,
@@ -263,7 +265,9 @@ pub unsafe extern "C" fn qc_participant_send(
 /// Sends to the Qwen session that started this process (it set
 /// `QWEN_CODE_MESSAGING_SOCKET`/`_TOKEN`, or the config names them), with the
 /// own-process token. `options_json`: `{"content", "fromSession"?, "priority"?,
-/// "fromMode"?}`. `QC_NOT_FOUND` when there is no parent session.
+/// "fromMode"?, "toSessionId"?}` (`toSessionId` picks one of the parent inbox's
+/// sessions; default: the only live record naming that inbox).
+/// `QC_NOT_FOUND` when there is no parent session.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_send_to_parent(
     p: *mut qc_participant,
@@ -282,7 +286,8 @@ pub unsafe extern "C" fn qc_participant_send_to_parent(
 
 /// `*out_json`: the delivery state of a message we sent:
 /// `{"msgId","address","state","last"?}` where `state` is `pending`, `held`,
-/// `delivered`, `denied`, `refused`, `expired`, `misaddressed` or `dropped`.
+/// `delivered`, `denied`, `refused`, `expired`, `misaddressed` or `dropped`,
+/// and `last` is the last transition (as the receipt callback gives it).
 /// `QC_NOT_FOUND` for an id we never sent.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_send_state_json(
@@ -325,7 +330,8 @@ pub unsafe extern "C" fn qc_participant_wait(
 
 /// `*out_json`: the messages held for the host's review (array of
 /// `{"msgId","sessionId","content","text","from"?,"fromName"?,"fromMode"?,
-/// "origin","controllerLabel"?,"cause","heldAt","expiresAt"?}`).
+/// "origin","controllerLabel"?,"cause","heldAt","expiresAt"?,"frame"}`), where
+/// `frame` is the user frame exactly as received (as in the message callback).
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_held_json(
     p: *const qc_participant,
@@ -375,7 +381,8 @@ pub unsafe extern "C" fn qc_participant_ack(
 }
 
 /// `*out_json`: the inbound settings of `session_id`:
-/// `{"policy"?,"reviewClass"?,"heldExpiry"}`.
+/// `{"policy": "accept"|"hold"|"refuse"|null, "reviewClass": "prompting"|"bypass"|null,
+/// "heldExpiry"}` (null policy = mode parity; null review class = unknown).
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_inbound_settings_json(
     p: *const qc_participant,
@@ -444,8 +451,12 @@ pub unsafe extern "C" fn qc_participant_set_log_callback(
 /// Sets (or with `cb` NULL removes) the message callback: each delivered
 /// message as JSON `{"msgId","sessionId","content","text" (every '<'
 /// escaped, for display),"envelope","display","from"?,"fromName"?,"fromMode"?,
-/// "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?}`.
-/// `origin` is what the connection proved, never what the frame claims.
+/// "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?,
+/// "frame"}`. `origin` is what the connection proved, never what the frame
+/// claims. `frame` is the user frame exactly as received, as a JSON object:
+/// every field, unknown ones included, nothing flattened or checked, and its
+/// `replyToken` (the sender's credential for receipts): keep it out of models
+/// and logs.
 /// Messages accepted while no callback is set wait (up to 50 per session).
 /// On failure `user_data` is not taken.
 #[no_mangle]
@@ -469,8 +480,10 @@ pub unsafe extern "C" fn qc_participant_set_message_callback(
 
 /// Sets (or with `cb` NULL removes) the receipt callback: every transition of
 /// a message we sent, as JSON `{"msgId","address","status","previous",
-/// "reason"?,"dropReason"?}`. Only receipts whose connection proved our own
-/// token count; duplicates and unknown statuses cause no call.
+/// "reason"?,"dropReason"?,"frame"}`, where `frame` is the control frame exactly
+/// as received (a coalesced `dropped` receipt gives the same frame to each
+/// message it settles). Only receipts whose connection proved our own token
+/// count; duplicates and unknown statuses cause no call.
 /// On failure `user_data` is not taken.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_set_receipt_callback(

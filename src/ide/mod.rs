@@ -555,6 +555,8 @@ impl Companion {
         let Some(r) = lock(&self.inner.running).take() else {
             return Err(Error::not_running());
         };
+        // The lock file goes first: a client answered below must not find it.
+        let removed = lockfile::remove_lock(&r.lock_path);
         r.requests.cancel();
         let debouncer = lock(&self.inner.debouncer).take();
         if let Some(d) = debouncer {
@@ -578,7 +580,6 @@ impl Companion {
             });
         }
         r.cancel.cancel();
-        let removed = lockfile::remove_lock(&r.lock_path);
         r.hub.clear();
         lock(&self.inner.diffs).clear();
         if !on_runtime {

@@ -2,6 +2,8 @@
 //! delivery-status (receipt) frames, parsed exactly as Qwen Code parses them
 //! (anything malformed is `None`: ignored, never an error).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -152,6 +154,24 @@ pub struct UserFrame {
     pub to_session_id: Option<String>,
     pub priority: Priority,
     pub content: String,
+    /// The whole frame exactly as it was received (unknown fields and
+    /// `replyToken` included); `None` for a frame built here.
+    pub raw: Option<Arc<Value>>,
+}
+
+impl UserFrame {
+    /// The frame as received, or (for a frame built here) as we write it.
+    pub fn wire_value(&self) -> Value {
+        match &self.raw {
+            Some(v) => Value::clone(v),
+            None => serde_json::from_str(&user_frame_json(self)).expect("our own frame is JSON"),
+        }
+    }
+
+    /// The same frame without its received form (to compare meanings).
+    pub fn without_raw(self) -> UserFrame {
+        UserFrame { raw: None, ..self }
+    }
 }
 
 /// A parsed `delivery_status` control frame (a receipt).
@@ -164,12 +184,58 @@ pub struct ControlFrame {
     pub reason: Option<String>,
     pub drop_reason: Option<DropReason>,
     pub dropped_msg_ids: Vec<String>,
+    /// The whole frame exactly as it was received; `None` for a frame built here.
+    pub raw: Option<Arc<Value>>,
+}
+
+impl ControlFrame {
+    /// The frame as received, or (for a frame built here) its fields as JSON.
+    pub fn wire_value(&self) -> Value {
+        if let Some(v) = &self.raw {
+            return Value::clone(v);
+        }
+        let mut m = Map::new();
+        m.insert("msgV".into(), FRAME_VERSION.into());
+        m.insert("msgId".into(), self.msg_id.clone().into());
+        m.insert("type".into(), "control".into());
+        m.insert("action".into(), "delivery_status".into());
+        m.insert("status".into(), self.status.as_str().into());
+        m.insert("origMsgId".into(), self.orig_msg_id.clone().into());
+        if let Some(f) = &self.from {
+            m.insert("from".into(), f.clone().into());
+        }
+        if let Some(r) = &self.reason {
+            m.insert("reason".into(), r.clone().into());
+        }
+        if let Some(d) = self.drop_reason {
+            m.insert("dropReason".into(), d.as_str().into());
+        }
+        if !self.dropped_msg_ids.is_empty() {
+            m.insert("droppedMsgIds".into(), self.dropped_msg_ids.clone().into());
+        }
+        Value::Object(m)
+    }
+
+    /// The same frame without its received form (to compare meanings).
+    pub fn without_raw(self) -> ControlFrame {
+        ControlFrame { raw: None, ..self }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
     User(UserFrame),
     Control(ControlFrame),
+}
+
+impl Frame {
+    /// The same frame without its received form (to compare meanings).
+    pub fn without_raw(self) -> Frame {
+        match self {
+            Frame::User(u) => Frame::User(u.without_raw()),
+            Frame::Control(c) => Frame::Control(c.without_raw()),
+        }
+    }
 }
 
 fn parse_object(line: &str) -> Option<Map<String, Value>> {
@@ -230,15 +296,22 @@ pub fn parse_frame(line: &str) -> Option<Frame> {
                 Some("now") => Priority::Now,
                 _ => Priority::Next,
             };
+            let (from, reply_token, from_name, to_session_id) = (
+                opt_string(&obj, "from"),
+                opt_string(&obj, "replyToken"),
+                opt_string(&obj, "fromName"),
+                opt_string(&obj, "toSessionId"),
+            );
             Some(Frame::User(UserFrame {
                 msg_id,
-                from: opt_string(&obj, "from"),
-                reply_token: opt_string(&obj, "replyToken"),
-                from_name: opt_string(&obj, "fromName"),
+                from,
+                reply_token,
+                from_name,
                 from_mode,
-                to_session_id: opt_string(&obj, "toSessionId"),
+                to_session_id,
                 priority,
                 content,
+                raw: Some(Arc::new(Value::Object(obj))),
             }))
         }
         Some("control") => {
@@ -269,14 +342,16 @@ pub fn parse_frame(line: &str) -> Option<Frame> {
             } else {
                 (None, Vec::new())
             };
+            let (from, reason) = (opt_string(&obj, "from"), opt_string(&obj, "reason"));
             Some(Frame::Control(ControlFrame {
                 msg_id,
                 status,
                 orig_msg_id,
-                from: opt_string(&obj, "from"),
-                reason: opt_string(&obj, "reason"),
+                from,
+                reason,
                 drop_reason,
                 dropped_msg_ids,
+                raw: Some(Arc::new(Value::Object(obj))),
             }))
         }
         _ => None,
@@ -614,7 +689,44 @@ mod tests {
         assert_eq!(f.from, None);
         // Round trip through our own writer.
         let again = parse_frame(&user_frame_json(&f)).unwrap();
-        assert_eq!(again, Frame::User(f));
+        assert_eq!(again.without_raw(), Frame::User(f.without_raw()));
+    }
+
+    #[test]
+    fn frames_keep_their_received_form() {
+        // Unknown fields (nested too), odd-but-valid values, replyToken: all kept.
+        let line = r#"{"zeta":[1,{"deep":null}],"msgV":0.5,"msgId":"Raw-1","type":"user","from":"/s.sock","replyToken":"rt","fromMode":"BYPASS","priority":"urgent","from":7,"message":{"role":"user","content":"a<b","extra":true}}"#;
+        let Some(Frame::User(f)) = parse_frame(line) else {
+            panic!()
+        };
+        let want: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(f.raw.as_deref(), Some(&want));
+        assert_eq!(f.wire_value(), want);
+        assert_eq!(want["replyToken"], "rt");
+        assert_eq!(
+            want["from"], 7,
+            "a repeated key keeps its last value, as JSON.parse does"
+        );
+        assert_eq!(f.from, None);
+        assert_eq!(f.from_mode, None);
+        // A frame built here has no received form; its wire value is what we write.
+        let built = f.clone().without_raw();
+        assert_eq!(built.raw, None);
+        let written: Value = serde_json::from_str(&user_frame_json(&built)).unwrap();
+        assert_eq!(built.wire_value(), written);
+
+        let line = r#"{"msgV":1,"msgId":"r1","type":"control","action":"delivery_status","status":"dropped","origMsgId":"m1","from":"/x.sock","reason":"r\nx","dropReason":"queue-full","droppedMsgIds":["a",5],"extra":{"k":"v"}}"#;
+        let Some(Frame::Control(c)) = parse_frame(line) else {
+            panic!()
+        };
+        let want: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(c.wire_value(), want);
+        assert_eq!(c.dropped_msg_ids, vec!["a"]);
+        let rebuilt = c.clone().without_raw().wire_value();
+        assert_eq!(rebuilt["droppedMsgIds"], json!(["a"]));
+        assert_eq!(rebuilt["dropReason"], "queue-full");
+        assert_eq!(rebuilt["reason"], "r\nx");
+        assert!(rebuilt.get("extra").is_none());
     }
 
     #[test]

@@ -1226,6 +1226,7 @@ mod tests {
             to_session_id: None,
             priority: Priority::Next,
             content: body.into(),
+            raw: None,
         }
     }
 

@@ -222,7 +222,10 @@ pub struct Config {
     /// until the message callback returns).
     #[serde(default)]
     pub manual_ack: bool,
-    /// A controller token (`qpc_…`) presented on sends marked `controller`.
+    /// A controller token (`qpc_…`, from `qwen sessions controllers add`)
+    /// presented on sends marked `controller`. It goes on the auth line as
+    /// given (only an empty one is refused): the recipient judges it, and
+    /// Qwen drops a connection whose token it holds no grant for silently.
     #[serde(default)]
     pub controller_token: Option<String>,
     /// The parent session's inbox (default `$QWEN_CODE_MESSAGING_SOCKET`).
@@ -354,6 +357,10 @@ pub struct SendOptions {
 pub struct ParentSendOptions {
     #[serde(default)]
     pub from_session: Option<String>,
+    /// Which of the parent's sessions the message is for (its `toSessionId`);
+    /// default: the session of the only live record naming the parent's inbox.
+    #[serde(default)]
+    pub to_session_id: Option<String>,
     pub content: String,
     #[serde(default)]
     pub priority: Option<Priority>,
@@ -413,6 +420,10 @@ pub struct InboundMessage {
     /// The grant's label, for `origin == controller`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller_label: Option<String>,
+    /// The user frame exactly as received: every field, unknown ones and
+    /// `replyToken` (the sender's credential for receipts) included. Its
+    /// claims are unchecked and unflattened; keep it out of models and logs.
+    pub frame: serde_json::Value,
 }
 
 /// A message waiting for the host's decision.
@@ -438,6 +449,8 @@ pub struct HeldInfo {
     /// Epoch milliseconds; absent when holds do not expire.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// The user frame exactly as received (as in [`InboundMessage::frame`]).
+    pub frame: serde_json::Value,
 }
 
 #[cfg(test)]

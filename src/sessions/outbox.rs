@@ -30,6 +30,9 @@ pub struct ReceiptEvent {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drop_reason: Option<DropReason>,
+    /// The control frame exactly as received (a coalesced `dropped` receipt
+    /// gives the same frame to each message it settles).
+    pub frame: serde_json::Value,
 }
 
 /// The current state of a sent message.
@@ -295,6 +298,7 @@ impl Outbox {
             previous: t.state,
             reason: frame.reason.as_deref().map(flatten_label),
             drop_reason: frame.drop_reason,
+            frame: frame.wire_value(),
         };
         t.state = frame.status;
         t.last = Some(event.clone());
@@ -361,6 +365,7 @@ mod tests {
             reason: Some("line\nbreak".into()),
             drop_reason: None,
             dropped_msg_ids: vec![],
+            raw: None,
         }
     }
 

@@ -14,6 +14,7 @@ Standard library only. Subcommands:
   count  FILE EXPR                        print how many JSON lines of FILE satisfy EXPR
   valid  FILE                             every line of FILE is a JSON object with an "event"
   eval   EXPR [JSON]                      evaluate EXPR with d = JSON (or None); exit 0 iff truthy
+                                          (EXPR may call L(FILE): the JSON lines of FILE)
   get    JSON KEY...                      print d[KEY][KEY]... (strings raw, others as JSON)
 """
 
@@ -203,9 +204,14 @@ def read_json_lines(path):
     return out
 
 
+def L(path):
+    """The complete JSON lines of a file (None for a line that is not JSON)."""
+    return read_json_lines(path)
+
+
 def matches(expr, e):
     try:
-        return bool(eval(expr, {"e": e, "env": os.environ, "json": json, "os": os}))
+        return bool(eval(expr, {"e": e, "env": os.environ, "json": json, "os": os, "L": L}))
     except Exception:
         return False
 
@@ -254,7 +260,7 @@ def cmd_valid(a):
 def cmd_eval(a):
     d = json.loads(a.json) if a.json is not None else None
     try:
-        ok = eval(a.expr, {"d": d, "env": os.environ, "json": json, "os": os})
+        ok = eval(a.expr, {"d": d, "env": os.environ, "json": json, "os": os, "L": L})
     except Exception as ex:  # report, don't crash
         sys.stderr.write("%s: %r\n" % (a.expr, ex))
         ok = False

@@ -11,9 +11,12 @@
 # 4. stops it three ways (SIGTERM while blocked on stdin, EOF, `stop`)
 # and asserts on the JSON event lines, the lock file, MCP replies and
 # notifications, exit codes, and that ASan/LSan/UBSan report nothing.
+# 5. runs tests/c/run_sessions_asan.sh (`qcdemo sessions`), counted as one
+#    check here; its own summary line is "c-sessions: N passed, M failed".
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
-#      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make.
+#      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make,
+#      QC_SKIP_SESSIONS=1 leaves out step 5.
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -373,6 +376,16 @@ check "stop: ready, stopped and nothing after stop" \
 check "stop: lock file removed" file_absent "$LOCK3"
 check "stop: sanitizers clean" sanitizer_clean "$ERR3"
 check "no lock files left in \$QWEN_HOME/ide" test -z "$(ls -A "$LOCKDIR" 2>/dev/null | grep -v '^\.')"
+
+# ---------------------------------------------------------------------------
+if [ "${QC_SKIP_SESSIONS:-0}" != 1 ]; then
+    echo "# qcdemo sessions (tests/c/run_sessions_asan.sh)"
+    if NO_CARGO=1 bash "$HERE/run_sessions_asan.sh"; then
+        pass "qcdemo sessions: tests/c/run_sessions_asan.sh"
+    else
+        fail "qcdemo sessions: tests/c/run_sessions_asan.sh"
+    fi
+fi
 
 echo "c-demo: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -31,6 +31,7 @@ fun main(args: Array<String>) {
     val only = args.toSet()
     try {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
+        if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
     } catch (t: Throwable) {

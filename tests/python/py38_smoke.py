@@ -129,6 +129,8 @@ def run(lib, tmp):
         lock_file = c.lock_file
     assert not os.path.exists(lock_file)
 
+    participants(lib, tmp)
+
     # the Sublime plugin imports and starts on 3.8 too
     import sublime
 
@@ -148,6 +150,35 @@ def run(lib, tmp):
     assert wc.companion.context()["workspaceState"]["openFiles"][0]["path"] == main_py
     plugin.plugin_unloaded()
     assert sublime.ui_violations == []
+
+
+def participants(lib, tmp):
+    """Two participants exchange a message (callbacks on the library thread)."""
+    import threading
+
+    got = []
+    done = threading.Event()
+
+    def on_message(msg):
+        got.append(msg)
+        done.set()
+
+    conf = {"qwenHome": os.path.join(tmp, "qh"), "runtimeDir": os.path.join(tmp, "rt"), "sweepSockets": False}
+    with qc.Participant(config=conf, library=lib) as a, qc.Participant(
+        config=conf, inbound_policy="accept", on_message=on_message, library=lib
+    ) as b:
+        a.register(name="py38-a")
+        sb = b.register(name="py38-b")
+        assert sorted(r["name"] for r in a.list()) == ["py38-a", "py38-b"]
+        sent = a.send("py38-b", "hello from 3.8")
+        assert done.wait(10) and got[0]["origin"] == "peer" and got[0]["content"] == "hello from 3.8"
+        assert a.wait(sent["msgId"], timeout=5)["state"] == "delivered"
+        try:
+            a.send("nobody", "x")
+            raise AssertionError("sent to nobody")
+        except qc.NotFoundError:
+            pass
+    assert not os.path.exists(sb["recordPath"])
 
 
 if __name__ == "__main__":

@@ -179,14 +179,13 @@ def test_python_exception_bases():
 
 def test_every_c_function_has_a_prototype(lib_path):
     """Every function of the families this binding covers (companion, reply,
-    utilities) that the header declares is prototyped here, and exists.
-    Families the binding does not wrap yet (e.g. cross-session) are ignored."""
+    participant, utilities) that the header declares is prototyped here, and exists."""
     with open(os.path.join(REPO, "include", "qwen_companion.h"), encoding="utf-8") as f:
         declared = set(re.findall(r"^[a-z].*?\b(qc_[a-z0-9_]+)\(", f.read(), re.M))
     covered = {
         name
         for name in declared
-        if name.startswith(("qc_companion_", "qc_reply_"))
+        if name.startswith(("qc_companion_", "qc_reply_", "qc_participant_"))
         or name in ("qc_version", "qc_abi_version", "qc_status_name", "qc_string_free")
     }
     assert "qc_companion_new" in covered and "qc_companion_file_opened" in covered

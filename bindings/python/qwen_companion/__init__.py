@@ -11,6 +11,9 @@
 Callables (``open_diff``, ``close_diff``, ``log``) run on a library thread,
 never on the caller's (UI) thread; see :mod:`qwen_companion.companion`.
 
+Cross-session messaging (join ``qwen sessions`` as a peer, send messages and
+follow their receipts) is :class:`Participant`; see :mod:`qwen_companion.sessions`.
+
 Works on Python 3.8+ (Sublime Text's plugin host). The shared library is
 found as described in :func:`load_library`.
 """
@@ -43,6 +46,7 @@ from ._native import (
 )
 from ._native import load as load_library
 from .companion import Companion, RefuseDiff
+from .sessions import UNSET, Participant
 
 __version__ = "0.1.0"
 
@@ -76,8 +80,10 @@ __all__ = [
     "NotRunningError",
     "NullParameterError",
     "PanicError",
+    "Participant",
     "RefuseDiff",
     "RefusedError",
+    "UNSET",
     "error_class",
     "library_version",
     "load_library",

@@ -234,6 +234,8 @@ OPEN_DIFF_FN = ctypes.CFUNCTYPE(
     ctypes.c_int32, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p
 )
 CLOSE_DIFF_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+# qc_json_fn: one JSON document, borrowed for the call.
+JSON_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 
 # name -> (restype, argtypes). Every fallible function ends with c_error_out.
 PROTOTYPES = {
@@ -284,6 +286,55 @@ PROTOTYPES = {
         c_status,
         [c_handle, CLOSE_DIFF_FN, ctypes.c_void_p, FREE_FN, c_error_out],
     ),
+    # companion, pull mode (prototyped for hosts that poll; Companion does not use it)
+    "qc_companion_enable_events": (c_status, [c_handle, ctypes.POINTER(ctypes.c_int32), c_error_out]),
+    "qc_companion_next_event": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_companion_respond": (
+        c_status,
+        [c_handle, ctypes.c_uint64, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t, c_error_out],
+    ),
+    # participant (cross-session messaging; see sessions.py)
+    "qc_participant_new": (c_status, [ctypes.c_char_p, ctypes.POINTER(c_handle), c_error_out]),
+    "qc_participant_free": (c_status, [c_handle]),
+    "qc_participant_close": (c_status, [c_handle, c_error_out]),
+    "qc_participant_register": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_unregister": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_participant_rotate_session_id": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_string_out, c_error_out],
+    ),
+    "qc_participant_sessions_json": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_participant_child_env_json": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_list_json": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_participant_peers_json": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_resolve_json": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_string_out, c_error_out],
+    ),
+    "qc_participant_send": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_send_to_parent": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_send_state_json": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_participant_wait": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int32, c_string_out, c_error_out],
+    ),
+    "qc_participant_held_json": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_participant_release": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_participant_deny": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_participant_ack": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_participant_inbound_settings_json": (
+        c_status,
+        [c_handle, ctypes.c_char_p, c_string_out, c_error_out],
+    ),
+    "qc_participant_update_inbound": (c_status, [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_error_out]),
+    "qc_participant_ipc_path": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_participant_set_log_callback": (
+        c_status,
+        [c_handle, LOG_FN, ctypes.c_void_p, FREE_FN, ctypes.c_uint32, c_error_out],
+    ),
+    "qc_participant_set_message_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
+    "qc_participant_set_receipt_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
+    "qc_participant_set_held_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
 }  # type: Dict[str, Tuple[Any, List[Any]]]
 
 
@@ -434,7 +485,8 @@ class Library(object):
             )
         if missing:
             raise AbiMismatchError(
-                "{} lacks functions this binding needs: {}".format(path, ", ".join(sorted(missing)))
+                "{} (ABI {}) lacks functions this binding needs: {}; use a library and binding "
+                "from the same release".format(path, abi, ", ".join(sorted(missing)))
             )
         self.version = decode(self.qc_version())
         self.callbacks = CallbackRegistry(self)

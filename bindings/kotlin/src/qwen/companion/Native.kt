@@ -5,9 +5,12 @@ import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Library
 import com.sun.jna.Native
 import com.sun.jna.Pointer
+import com.sun.jna.NativeLibrary
+import com.sun.jna.ptr.IntByReference
 import com.sun.jna.ptr.PointerByReference
 import com.sun.jna.ptr.ShortByReference
 import java.io.File
+import java.lang.reflect.Proxy
 import java.nio.charset.StandardCharsets
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
@@ -23,8 +26,12 @@ import java.util.concurrent.atomic.AtomicLong
  * - owned output strings (`char **out`, `char **error`) are
  *   [PointerByReference], read and then freed with [qc_string_free]; static
  *   strings (`qc_version`, `qc_status_name`) are [Pointer]s that are only read;
- * - `uint32_t` is [Int], `uint16_t *` is [ShortByReference], `size_t` is [Long]
- *   (64-bit; [QwenCompanionLibrary.load] refuses platforms where it is not).
+ * - `uint32_t` is [Int], `uint16_t *` is [ShortByReference], `size_t` and
+ *   `uint64_t` are [Long] (64-bit; [QwenCompanionLibrary.load] refuses
+ *   platforms where `size_t` is not).
+ *
+ * [QwenCompanionLibrary.load] checks that every function declared here
+ * exists in the library (JNA would otherwise fail only at the first call).
  *
  * Use [QwenCompanion] instead; this interface is public for hosts that need a
  * function the wrapper does not cover yet.
@@ -49,6 +56,11 @@ interface QcNative : Library {
     /** `qc_close_diff_fn`. */
     interface CloseDiffFn : Callback {
         fun invoke(userData: Pointer?, filePath: Pointer?, reply: Pointer?): Int
+    }
+
+    /** `qc_json_fn`: one JSON document, borrowed for the call. */
+    interface JsonFn : Callback {
+        fun invoke(userData: Pointer?, json: Pointer?)
     }
 
     fun qc_version(): Pointer?
@@ -84,6 +96,39 @@ interface QcNative : Library {
     fun qc_companion_set_close_diff_callback(c: Pointer?, cb: CloseDiffFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
 
     fun qc_reply_set_text(reply: Pointer?, text: ByteArray?, len: Long, error: PointerByReference?): Int
+
+    // Pull mode (hosts that must not be called on a library thread); QwenCompanion does not use it.
+    fun qc_companion_enable_events(c: Pointer?, outFd: IntByReference, error: PointerByReference?): Int
+    fun qc_companion_next_event(c: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_respond(c: Pointer?, id: Long, ok: Int, text: ByteArray?, len: Long, error: PointerByReference?): Int
+
+    // Cross-session participant (see QwenParticipant). `qc_participant *` is a Pointer.
+    fun qc_participant_new(configJson: ByteArray?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_free(p: Pointer?): Int
+    fun qc_participant_close(p: Pointer?, error: PointerByReference?): Int
+    fun qc_participant_register(p: Pointer?, optionsJson: ByteArray?, outSessionJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_unregister(p: Pointer?, sessionId: ByteArray?, error: PointerByReference?): Int
+    fun qc_participant_rotate_session_id(p: Pointer?, sessionId: ByteArray?, newSessionId: ByteArray?, outSessionJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_sessions_json(p: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_child_env_json(p: Pointer?, sessionId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_list_json(p: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_peers_json(p: Pointer?, fromSession: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_resolve_json(p: Pointer?, address: ByteArray?, fromSession: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_send(p: Pointer?, optionsJson: ByteArray?, outResultJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_send_to_parent(p: Pointer?, optionsJson: ByteArray?, outResultJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_send_state_json(p: Pointer?, msgId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_wait(p: Pointer?, msgId: ByteArray?, timeoutMs: Int, finalOnly: Int, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_held_json(p: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_release(p: Pointer?, msgId: ByteArray?, error: PointerByReference?): Int
+    fun qc_participant_deny(p: Pointer?, msgId: ByteArray?, error: PointerByReference?): Int
+    fun qc_participant_ack(p: Pointer?, msgId: ByteArray?, error: PointerByReference?): Int
+    fun qc_participant_inbound_settings_json(p: Pointer?, sessionId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_update_inbound(p: Pointer?, sessionId: ByteArray?, settingsJson: ByteArray?, error: PointerByReference?): Int
+    fun qc_participant_ipc_path(p: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_set_log_callback(p: Pointer?, cb: LogFn?, userData: Pointer?, freeUserData: FreeFn?, maxLevel: Int, error: PointerByReference?): Int
+    fun qc_participant_set_message_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_participant_set_receipt_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_participant_set_held_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
 }
 
 /**
@@ -186,9 +231,38 @@ class QwenCompanionLibrary private constructor(
                     throw QwenCompanionException.Load("$key (from $how) is not a qwen-companion library: qc_abi_version is missing (${e.message})", e)
                 }
                 checkAbi(abi, key)
+                checkSymbols(native, key)
                 val lib = QwenCompanionLibrary(native, key)
                 loaded[key] = lib
                 return lib
+            }
+        }
+
+        /**
+         * Throws [QwenCompanionException.Load] naming every function of
+         * [QcNative] the library lacks (a library older than this binding).
+         */
+        private fun checkSymbols(native: QcNative, location: String) {
+            val library: NativeLibrary = try {
+                (Proxy.getInvocationHandler(native) as Library.Handler).nativeLibrary
+            } catch (e: Throwable) {
+                return // not a JNA proxy (cannot happen with Native.load); the first call would tell
+            }
+            val missing = ArrayList<String>()
+            for (m in QcNative::class.java.declaredMethods) {
+                if (!m.name.startsWith("qc_")) continue
+                try {
+                    library.getFunction(m.name)
+                } catch (e: UnsatisfiedLinkError) {
+                    missing.add(m.name)
+                }
+            }
+            if (missing.isNotEmpty()) {
+                missing.sort()
+                throw QwenCompanionException.Load(
+                    "$location (ABI $ABI_VERSION) lacks functions this Kotlin binding needs: ${missing.joinToString(", ")}; " +
+                        "use a library and binding from the same release"
+                )
             }
         }
 
