@@ -98,14 +98,8 @@ pub unsafe extern "C" fn qc_companion_new(
     out: *mut *mut qc_companion,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out, "out")?;
-        let config = Config::from_json(opt_str_arg(config_json, "config_json")?)?;
-        let c = Companion::new(config)?;
-        let id = COMPANIONS.insert(c);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out = id as *mut qc_companion };
-        Ok(())
+    COMPANIONS.create(config_json, out, error, |json| {
+        Companion::new(Config::from_json(json)?)
     })
 }
 
@@ -117,15 +111,7 @@ pub unsafe extern "C" fn qc_companion_new(
 /// (the companion lives until the last of them returns).
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_free(c: *mut qc_companion) -> qc_status {
-    if c.is_null() {
-        return QC_OK;
-    }
-    boundary(std::ptr::null_mut(), || {
-        COMPANIONS
-            .remove(c as usize)
-            .map(drop)
-            .ok_or_else(|| Error::new(Status::InvalidHandle, "unknown or already freed handle"))
-    })
+    COMPANIONS.destroy(c, |_| {})
 }
 
 /// Starts serving: binds 127.0.0.1 on a free port and writes the lock file
@@ -190,11 +176,7 @@ pub unsafe extern "C" fn qc_companion_terminal_env_json(
     out: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out, "out")?;
-        let env = companion(c)?.terminal_env()?;
-        write_string(out, env.to_string())
-    })
+    json_result(error, out, || companion(c)?.terminal_env())
 }
 
 /// Replaces the workspace roots with `roots_json`, a JSON array of absolute
@@ -342,11 +324,7 @@ pub unsafe extern "C" fn qc_companion_context_json(
     out: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out, "out")?;
-        let ctx = companion(c)?.context();
-        write_string(out, ctx.to_string())
-    })
+    json_result(error, out, || Ok(companion(c)?.context()))
 }
 
 /// The user accepted the diff of `path`: sends `ide/diffAccepted` with the

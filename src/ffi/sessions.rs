@@ -59,14 +59,8 @@ pub unsafe extern "C" fn qc_participant_new(
     out: *mut *mut qc_participant,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out, "out")?;
-        let config = Config::from_json(opt_str_arg(config_json, "config_json")?)?;
-        let p = Participant::new(config)?;
-        let id = PARTICIPANTS.insert(p);
-        // SAFETY: checked non-NULL.
-        unsafe { *out = id as *mut qc_participant };
-        Ok(())
+    PARTICIPANTS.create(config_json, out, error, |json| {
+        Participant::new(Config::from_json(json)?)
     })
 }
 
@@ -77,18 +71,8 @@ pub unsafe extern "C" fn qc_participant_new(
 /// handle gives `QC_INVALID_HANDLE`.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_free(p: *mut qc_participant) -> qc_status {
-    if p.is_null() {
-        return QC_OK;
-    }
-    boundary(std::ptr::null_mut(), || {
-        let p = PARTICIPANTS.remove(p as usize).ok_or_else(|| {
-            Error::new(
-                crate::Status::InvalidHandle,
-                "unknown or already freed handle",
-            )
-        })?;
+    PARTICIPANTS.destroy(p, |p| {
         let _ = p.close();
-        Ok(())
     })
 }
 
@@ -115,11 +99,10 @@ pub unsafe extern "C" fn qc_participant_register(
     out_session_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_session_json, "out_session_json")?;
+    json_result(error, out_session_json, || {
         let p = participant(p)?;
         let opts = RegisterOptions::from_json(opt_str_arg(options_json, "options_json")?)?;
-        write_json(out_session_json, &p.register(opts)?)
+        p.register(opts)
     })
 }
 
@@ -147,14 +130,13 @@ pub unsafe extern "C" fn qc_participant_rotate_session_id(
     out_session_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_session_json, "out_session_json")?;
+    json_result(error, out_session_json, || {
         let p = participant(p)?;
         let info = p.rotate_session_id(
             str_arg(session_id, "session_id")?,
             opt_str_arg(new_session_id, "new_session_id")?,
         )?;
-        write_json(out_session_json, &info)
+        Ok(info)
     })
 }
 
@@ -165,10 +147,7 @@ pub unsafe extern "C" fn qc_participant_sessions_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
-        write_json(out_json, &participant(p)?.sessions())
-    })
+    json_result(error, out_json, || Ok(participant(p)?.sessions()))
 }
 
 /// `*out_json`: the environment for processes the host starts on behalf of
@@ -181,10 +160,9 @@ pub unsafe extern "C" fn qc_participant_child_env_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let env = participant(p)?.child_env(str_arg(session_id, "session_id")?)?;
-        write_json(out_json, &env)
+        Ok(env)
     })
 }
 
@@ -197,10 +175,7 @@ pub unsafe extern "C" fn qc_participant_list_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
-        write_json(out_json, &participant(p)?.list())
-    })
+    json_result(error, out_json, || Ok(participant(p)?.list()))
 }
 
 /// `*out_json`: the sessions a message can be sent to (excluding
@@ -212,10 +187,9 @@ pub unsafe extern "C" fn qc_participant_peers_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let peers = participant(p)?.peers(opt_str_arg(from_session, "from_session")?)?;
-        write_json(out_json, &peers)
+        Ok(peers)
     })
 }
 
@@ -230,13 +204,12 @@ pub unsafe extern "C" fn qc_participant_resolve_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let peer = participant(p)?.resolve(
             str_arg(address, "address")?,
             opt_str_arg(from_session, "from_session")?,
         )?;
-        write_json(out_json, &peer)
+        Ok(peer)
     })
 }
 
@@ -254,11 +227,10 @@ pub unsafe extern "C" fn qc_participant_send(
     out_result_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_result_json, "out_result_json")?;
+    json_result(error, out_result_json, || {
         let p = participant(p)?;
         let opts: SendOptions = parse(str_arg(options_json, "options_json")?, "send options")?;
-        write_json(out_result_json, &p.send(opts)?)
+        p.send(opts)
     })
 }
 
@@ -275,12 +247,11 @@ pub unsafe extern "C" fn qc_participant_send_to_parent(
     out_result_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_result_json, "out_result_json")?;
+    json_result(error, out_result_json, || {
         let p = participant(p)?;
         let opts: ParentSendOptions =
             parse(str_arg(options_json, "options_json")?, "send options")?;
-        write_json(out_result_json, &p.send_to_parent(opts)?)
+        p.send_to_parent(opts)
     })
 }
 
@@ -296,10 +267,9 @@ pub unsafe extern "C" fn qc_participant_send_state_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let state = participant(p)?.send_state(str_arg(msg_id, "msg_id")?)?;
-        write_json(out_json, &state)
+        Ok(state)
     })
 }
 
@@ -316,15 +286,14 @@ pub unsafe extern "C" fn qc_participant_wait(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let p = participant(p)?;
         let state = p.wait(
             str_arg(msg_id, "msg_id")?,
             Duration::from_millis(u64::from(timeout_ms)),
             final_only != 0,
         )?;
-        write_json(out_json, &state)
+        Ok(state)
     })
 }
 
@@ -338,10 +307,7 @@ pub unsafe extern "C" fn qc_participant_held_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
-        write_json(out_json, &participant(p)?.held())
-    })
+    json_result(error, out_json, || Ok(participant(p)?.held()))
 }
 
 /// The host releases a held message: it is delivered (`delivered` receipt).
@@ -390,10 +356,9 @@ pub unsafe extern "C" fn qc_participant_inbound_settings_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_json, "out_json")?;
+    json_result(error, out_json, || {
         let s = participant(p)?.inbound_settings(str_arg(session_id, "session_id")?)?;
-        write_json(out_json, &s)
+        Ok(s)
     })
 }
 

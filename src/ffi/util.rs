@@ -128,6 +128,19 @@ pub(crate) fn write_string(out: *mut *mut c_char, value: String) -> Result<()> {
     Ok(())
 }
 
+/// Runs `f` behind the panic boundary, after checking `out`, and writes its
+/// result as an owned JSON string to `out`.
+pub(crate) fn json_result<T: serde::Serialize>(
+    error: *mut *mut c_char,
+    out: *mut *mut c_char,
+    f: impl FnOnce() -> Result<T>,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        write_json(out, &f()?)
+    })
+}
+
 /// Serialises `value` to an owned JSON string in `out`.
 pub(crate) fn write_json<T: serde::Serialize + ?Sized>(
     out: *mut *mut c_char,
@@ -272,6 +285,41 @@ impl<T> HandleTable<T> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id)
+    }
+
+    /// The body of a `_new` function: checks `out`, builds the object from
+    /// the optional JSON config and writes the new handle to `out`.
+    pub(crate) fn create<H>(
+        &self,
+        config_json: *const c_char,
+        out: *mut *mut H,
+        error: *mut *mut c_char,
+        make: impl FnOnce(Option<&str>) -> Result<T>,
+    ) -> qc_status {
+        boundary(error, || {
+            out_arg(out, "out")?;
+            let item = make(opt_str_arg(config_json, "config_json")?)?;
+            let id = self.insert(item);
+            // SAFETY: checked non-NULL above.
+            unsafe { *out = id as *mut H };
+            Ok(())
+        })
+    }
+
+    /// The body of a `_free` function: NULL is a no-op; the object is removed
+    /// from the table and `finish` runs on it (it is dropped when the last
+    /// call using it returns).
+    pub(crate) fn destroy<H>(&self, handle: *mut H, finish: impl FnOnce(&T)) -> qc_status {
+        if handle.is_null() {
+            return QC_OK;
+        }
+        boundary(std::ptr::null_mut(), || {
+            let item = self.remove(handle as usize).ok_or_else(|| {
+                Error::new(Status::InvalidHandle, "unknown or already freed handle")
+            })?;
+            finish(&item);
+            Ok(())
+        })
     }
 }
 
