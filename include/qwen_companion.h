@@ -195,7 +195,8 @@ extern "C" {
  * `ideId` (the lock file's `ideInfo.name`), `lockDir` (default
  * `$QWEN_HOME/ide`, else `~/.qwen/ide`), `ppid` (default: this process, which
  * lives as long as the IDE), `trusted` (default true), `debounceMs` (50),
- * `maxWaitMs` (200), `maxBodyBytes` (64 MiB), `keepAliveMs` (15000, SSE
+ * `maxWaitMs` (200), `maxBodyBytes` (64 MiB), `requestTimeoutMs` (30000: how long
+ * openDiff/closeDiff wait for the host), `keepAliveMs` (15000, SSE
  * keep-alive interval, at most 30000).
  * On success `*out` receives a handle owned by the caller: release it with
  * `qc_companion_free`. Starts the companion's callback thread.
@@ -411,7 +412,9 @@ qc_status qc_companion_enable_events(qc_companion *c, int32_t *out_fd, char **er
  * object (free with `qc_string_free`), or NULL when no event waits:
  * `{"type":"openDiff","id":N,"filePath":…,"newContent":…}` or
  * `{"type":"closeDiff","id":N,"filePath":…}`. Answer each request with
- * `qc_companion_respond` within 30 s (after that the CLI gets an error).
+ * `qc_companion_respond` within the request timeout (config
+ * `requestTimeoutMs`, default 30 s; after it the CLI gets an error and the
+ * request is dropped from the queue if still waiting).
  * `QC_REFUSED` when pull mode is not enabled.
  */
 qc_status qc_companion_next_event(qc_companion *c, char **out_json, char **error);

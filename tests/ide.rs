@@ -870,3 +870,45 @@ fn lock_file_rewrites_are_atomic_for_readers() {
     let dir_entries = std::fs::read_dir(lock.parent().unwrap()).unwrap().count();
     assert_eq!(dir_entries, 1, "no temporary files left behind");
 }
+
+#[test]
+fn pull_mode_request_that_timed_out_is_gone() {
+    let f = fixture_with(|c| c.request_timeout_ms = Some(300));
+    f.companion.start().unwrap();
+    let mut c = Client::from_lock(&f.companion.lock_file_path().unwrap());
+    c.handshake();
+    let _s = c.open_stream();
+    f.companion.enable_event_queue().unwrap();
+    let t0 = Instant::now();
+    let r = c.tool(
+        "openDiff",
+        json!({"filePath": "/abs/late", "newContent": "x"}),
+    );
+    assert_eq!(r["isError"], true);
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("300 ms"));
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    // Nobody waits for it any more: it is not handed out, nor answerable.
+    assert!(f.companion.poll_event().unwrap().is_none());
+    assert_eq!(
+        f.companion.respond(1, Ok(None)).unwrap_err().status,
+        Status::NotFound
+    );
+    // Nor is a diff left open for it.
+    assert_eq!(
+        f.companion
+            .diff_accept("/abs/late", None)
+            .unwrap_err()
+            .status,
+        Status::NotFound
+    );
+    // Out-of-range timeouts are refused.
+    for bad in [10, 600_001] {
+        let e = Companion::new(Config {
+            request_timeout_ms: Some(bad),
+            ..Config::default()
+        })
+        .err()
+        .expect("refused");
+        assert_eq!(e.status, Status::InvalidArgument);
+    }
+}

@@ -100,9 +100,20 @@ impl EventQueue {
         Ok(rx)
     }
 
-    /// Takes the next event, if any.
+    /// Takes the next event, if any. Requests whose requester gave up (timed
+    /// out, or the companion is stopping) are skipped: nobody waits for them.
     pub fn pop(&mut self) -> Option<Value> {
-        let e = self.queue.pop_front();
+        let e = loop {
+            let Some(e) = self.queue.pop_front() else {
+                break None;
+            };
+            match e.get("id").and_then(Value::as_u64) {
+                Some(id) if !self.pending.get(&id).is_some_and(|tx| !tx.is_closed()) => {
+                    self.pending.remove(&id);
+                }
+                _ => break Some(e),
+            }
+        };
         if self.queue.is_empty() {
             self.drain();
         }
@@ -111,17 +122,16 @@ impl EventQueue {
 
     /// Answers request `id`.
     pub fn respond(&mut self, id: u64, answer: Answer) -> Result<()> {
-        match self.pending.remove(&id) {
-            Some(tx) => {
-                // The requester may have timed out; that is not the host's error.
-                let _ = tx.send(answer);
-                Ok(())
-            }
-            None => Err(Error::new(
+        let gone = || {
+            Error::new(
                 Status::NotFound,
-                format!("no pending request with id {id} (already answered or timed out)"),
-            )),
-        }
+                format!(
+                    "no pending request with id {id} (already answered, timed out or cancelled)"
+                ),
+            )
+        };
+        let tx = self.pending.remove(&id).ok_or_else(gone)?;
+        tx.send(answer).map_err(|_| gone())
     }
 
     /// Forgets requests whose requester gave up.

@@ -72,6 +72,10 @@ pub struct Config {
     /// Largest accepted request body in bytes (default 64 MiB).
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    /// How long openDiff/closeDiff wait for the host's answer, in milliseconds
+    /// (default 30000; 100 ..= 600000). After it the CLI gets an error.
+    #[serde(default)]
+    pub request_timeout_ms: Option<u64>,
     /// Interval of SSE keep-alive comments on every stream, in milliseconds
     /// (default 15000, at most 30000: the CLI drops a stream silent for 300 s).
     #[serde(default)]
@@ -96,6 +100,7 @@ impl Default for Config {
             max_wait_ms: None,
             max_body_bytes: None,
             keep_alive_ms: None,
+            request_timeout_ms: None,
         }
     }
 }
@@ -124,6 +129,7 @@ pub struct Settings {
     pub max_wait: Duration,
     pub max_body_bytes: usize,
     pub keep_alive: Duration,
+    pub request_timeout: Duration,
 }
 
 fn validate_roots(roots: &[String]) -> Result<()> {
@@ -188,8 +194,17 @@ impl Settings {
                 "keepAliveMs must be between 10 and 30000",
             ));
         }
+        let request_timeout = Duration::from_millis(c.request_timeout_ms.unwrap_or(30_000));
+        if request_timeout < Duration::from_millis(100)
+            || request_timeout > Duration::from_secs(600)
+        {
+            return Err(Error::invalid_argument(
+                "requestTimeoutMs must be between 100 and 600000",
+            ));
+        }
         Ok(Settings {
             keep_alive,
+            request_timeout,
             workspace_roots: c.workspace_roots,
             ide_name,
             ide_display_name,
@@ -247,9 +262,6 @@ pub(crate) enum HostRequest {
     OpenDiff { path: String, content: String },
     CloseDiff { path: String },
 }
-
-/// How long a host may take to answer a request.
-pub(crate) const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -318,15 +330,16 @@ impl Inner {
                 },
             }
         };
+        let timeout = self.settings().request_timeout;
         let stopping = lock(&self.running)
             .as_ref()
             .map(|r| r.requests.clone())
             .unwrap_or_default();
         Some(tokio::select! {
-            a = tokio::time::timeout(HOST_ANSWER_TIMEOUT, answer) => match a {
+            a = tokio::time::timeout(timeout, answer) => match a {
                 Ok(Ok(a)) => a,
                 Ok(Err(_)) => Err("the companion is shutting down".to_string()),
-                Err(_) => Err("the IDE did not answer within 30 s".to_string()),
+                Err(_) => Err(format!("the IDE did not answer within {} ms", timeout.as_millis())),
             },
             _ = stopping.cancelled() => Err("the IDE companion is stopping".to_string()),
         })
