@@ -108,7 +108,7 @@ impl EventQueue {
                 break None;
             };
             match e.get("id").and_then(Value::as_u64) {
-                Some(id) if !self.pending.get(&id).is_some_and(|tx| !tx.is_closed()) => {
+                Some(id) if self.pending.get(&id).is_none_or(|tx| tx.is_closed()) => {
                     self.pending.remove(&id);
                 }
                 _ => break Some(e),
