@@ -17,6 +17,7 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v kotlinc >/dev/null 2>&1 || need+=(kotlin)
 [ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
+command -v nvim >/dev/null 2>&1 || need+=(neovim)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null \
@@ -45,6 +46,7 @@ suite python bash tests/python/run.sh
 suite kotlin bash bindings/kotlin/run-tests.sh
 suite e2e-real-cli bash tests/e2e/run_e2e.sh
 suite e2e-real-cli-sublime bash tests/e2e/run_e2e.sh --host sublime
+suite interop-sessions bash tests/interop/run_sessions.sh
 
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi

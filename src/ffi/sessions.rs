@@ -300,7 +300,7 @@ pub unsafe extern "C" fn qc_participant_wait(
 /// `*out_json`: the messages held for the host's review (array of
 /// `{"msgId","sessionId","content","text","from"?,"fromName"?,"fromMode"?,
 /// "origin","controllerLabel"?,"cause","heldAt","expiresAt"?,"frame"}`), where
-/// `frame` is the user frame exactly as received (as in the message callback).
+/// `frame` is the user frame as received, every field kept (as in the message callback).
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_held_json(
     p: *const qc_participant,
@@ -418,7 +418,8 @@ pub unsafe extern "C" fn qc_participant_set_log_callback(
 /// escaped, for display),"envelope","display","from"?,"fromName"?,"fromMode"?,
 /// "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?,
 /// "frame"}`. `origin` is what the connection proved, never what the frame
-/// claims. `frame` is the user frame exactly as received, as a JSON object:
+/// claims. `frame` is the user frame as received, every field kept (key order
+/// not preserved), as a JSON object:
 /// every field, unknown ones included, nothing flattened or checked, and its
 /// `replyToken` (the sender's credential for receipts): keep it out of models
 /// and logs.

@@ -420,7 +420,7 @@ pub struct InboundMessage {
     /// The grant's label, for `origin == controller`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller_label: Option<String>,
-    /// The user frame exactly as received: every field, unknown ones and
+    /// The user frame as received (key order not preserved): every field, unknown ones and
     /// `replyToken` (the sender's credential for receipts) included. Its
     /// claims are unchecked and unflattened; keep it out of models and logs.
     pub frame: serde_json::Value,
@@ -449,7 +449,7 @@ pub struct HeldInfo {
     /// Epoch milliseconds; absent when holds do not expire.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
-    /// The user frame exactly as received (as in [`InboundMessage::frame`]).
+    /// The user frame as received (as in [`InboundMessage::frame`]).
     pub frame: serde_json::Value,
 }
 

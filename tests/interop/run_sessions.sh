@@ -1,0 +1,1032 @@
+#!/usr/bin/env bash
+# Cross-session interop (issue 4 §5): our participant, through the C demo
+# `target/c/qcdemo sessions ...`, against the official `@qwen-code/sdk@0.1.14`
+# `PeerEndpoint` and against the real Qwen Code CLI 0.24.4 (registry listing and an
+# interactive TUI session under tmux with a scripted fake model). Nothing is skipped: a
+# missing prerequisite is installed (npm, apt-get) or built (make -C examples/c); if that
+# fails, the run fails.
+#
+#   tests/interop/run_sessions.sh
+#
+# Checks (one isolated HOME for the SDK part, another one for the TUI part):
+#   SDK -> ours (qcdemo sessions listen; the SDK sends, awaits its receipts)
+#     sdk-delivered       fromMode matching the listener's mode -> the listener prints the
+#                         message, the SDK gets `delivered`
+#     sdk-held-release    other fromMode -> `held` at both ends; `release` -> the message,
+#                         the SDK gets held -> delivered
+#     sdk-held-deny       no fromMode -> `held`; `deny` -> the SDK gets held -> denied
+#     sdk-refused         --policy refuse -> the SDK gets `refused`, nothing printed
+#     sdk-policy-accept   --policy accept -> delivered whatever fromMode says
+#     sdk-duplicate       the same body again within 30 s -> the SDK gets `dropped`
+#                         with dropReason duplicate
+#     sdk-controller      an SDK endpoint with a token from `qwen sessions controllers
+#                         add` sends with controller: true, no fromMode -> delivered,
+#                         the listener sees origin controller and the grant's label
+#   ours -> SDK
+#     send-to-sdk         `qcdemo sessions send` -> the SDK's onMessage gets the text,
+#                         fromMode; its `delivered` receipt reaches us (final)
+#     listen-send-to-sdk  `send` on the listener's stdin -> the SDK sees the listener's
+#                         name and fromMode; the receipt reaches the listener
+#     send-to-sdk-refused an SDK endpoint without onMessage -> its `refused` reaches us
+#   registry
+#     ps-lists            `qwen sessions ps --json` lists our listeners (pid, name, kind
+#                         external, ipcPath; no ipcToken)
+#     ours-ps             `qcdemo sessions ps --json` lists the SDK's endpoint and is
+#                         identical to `qwen sessions ps --json` (same records, fields)
+#     ps-stop, ps-eof     after `stop` / stdin EOF the listener exits 0, its record is
+#                         gone and `qwen sessions ps --json` stops listing it
+#   interactive TUI (tmux; P = --approval-mode default, Y = --approval-mode yolo)
+#     tui-registered      both TUIs publish records with an inbox
+#     tui-prompting       to P: fromMode prompting -> delivered; bypass / none -> held
+#     tui-bypass          to Y: fromMode bypass -> delivered; prompting -> held
+#     tui-envelope        the message delivered to P reaches the fake model inside
+#                         <cross_session_message from="<our inbox>" name="<our name>">
+#     tui-controller      a token minted by `qwen sessions controllers add --json`:
+#                         `qcdemo sessions send --controller-token` (no fromMode) ->
+#                         delivered, the model sees origin="controller"
+#     tui-send-message    Y's model calls send_message to our listener's name -> held in
+#                         our inbox; `release` -> delivered; Y's debug log shows both of
+#                         our receipts accepted; the tool result says "Sent to"
+#     tui-expired         /quit in P -> our held messages there come back `expired`
+#     listen-stop         the remaining listeners stop cleanly, their records are gone
+#
+# Setup: qwen 0.24.4 in <repo>/target/e2e/qwen (shared with tests/e2e), the SDK 0.1.14
+#   in <repo>/target/interop/sdk (npm, pinned, reused while the version matches), tmux
+#   via apt-get if missing, `make -C examples/c` (incremental).
+# Knobs: INTEROP_NO_BUILD=1 (use target/c/qcdemo as it is), INTEROP_DEMO=path,
+#   INTEROP_STEP_TIMEOUT (20 s per wait), INTEROP_TOTAL_TIMEOUT (240 s after setup),
+#   INTEROP_KEEP=1 (keep the run directory even on success).
+# Last line: `interop-sessions: N passed, M failed`; exit status 0 only if nothing failed.
+set -u -o pipefail
+
+usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) echo "run_sessions.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+esac
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$HERE/../.." && pwd -P)
+E2E=$ROOT/tests/e2e
+QWEN_VERSION=0.24.4
+SDK_VERSION=0.1.14
+QWEN_CACHE=$ROOT/target/e2e/qwen
+QWEN_PKG=$QWEN_CACHE/node_modules/@qwen-code/qwen-code
+SDK_CACHE=$ROOT/target/interop/sdk
+SDK_PKG=$SDK_CACHE/node_modules/@qwen-code/sdk
+DEMO=${INTEROP_DEMO:-$ROOT/target/c/qcdemo}
+STEP_TIMEOUT=${INTEROP_STEP_TIMEOUT:-20}
+TOTAL_TIMEOUT=${INTEROP_TOTAL_TIMEOUT:-240}
+BUILD_TIMEOUT=${INTEROP_BUILD_TIMEOUT:-1800}
+
+CHECKS=(sdk-delivered sdk-held-release sdk-held-deny sdk-refused sdk-policy-accept
+  sdk-duplicate sdk-controller send-to-sdk listen-send-to-sdk send-to-sdk-refused
+  ps-lists ours-ps ps-stop ps-eof
+  tui-registered tui-prompting tui-bypass tui-envelope tui-controller tui-send-message
+  tui-expired listen-stop)
+declare -A RESULT=()
+PASSED=0 FAILED=0
+PIDS=()
+declare -A PEER_PID=() PEER_FD=()
+PANE_PIDS=() TMUX_SERVER_PID="" TMUX_SOCK="" SOCK_DIR=""
+RUN=""
+T_START=$(date +%s%N)
+DEADLINE_MS=0
+
+# ---------------------------------------------------------------- small utilities
+ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
+since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
+log() { printf '[%6ss] %s\n' "$(since "$T_START")" "$*"; }
+section() { printf '\n----- %s -----\n' "$*"; }
+short() { cut -c1-400; }
+
+pass() {
+  local id=$1; shift
+  [ -n "${RESULT[$id]:-}" ] && return 0
+  RESULT[$id]=pass; PASSED=$((PASSED + 1))
+  log "PASS $id: $*"
+}
+fail() {
+  local id=$1; shift
+  [ -n "${RESULT[$id]:-}" ] && return 0
+  RESULT[$id]=fail; FAILED=$((FAILED + 1))
+  log "FAIL $id: $*"
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
+    local s
+    for s in p y; do tmux_cmd capture-pane -p -t "$s" > "$RUN/pane-$s.fail-$id.txt" 2>/dev/null; done
+  fi
+}
+abort() {
+  local id
+  log "ABORT: $*"
+  for id in "${CHECKS[@]}"; do fail "$id" "not run: $*"; done
+  exit 1
+}
+
+# Seconds for one wait: min(step timeout (or $STEP_NOW), what is left of the total).
+step_s() {
+  local left=$(( DEADLINE_MS - $(ms_now) )) turn=$(( ${STEP_NOW:-$STEP_TIMEOUT} * 1000 ))
+  [ "$left" -lt "$turn" ] && turn=$left
+  [ "$turn" -lt 0 ] && turn=0
+  awk -v m="$turn" 'BEGIN { printf "%.1f", m / 1000 }'
+}
+
+proc_alive() {
+  local stat
+  [ -n "$1" ] && read -r stat 2>/dev/null < "/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  case ${stat%% *} in Z|X) return 1 ;; esac
+  return 0
+}
+
+# wait_until CMD...: poll CMD every 0.2 s for one step. 0 = met, 1 = timed out.
+WHY=""
+wait_until() {
+  local end
+  end=$(( $(ms_now) + $(awk -v s="$(step_s)" 'BEGIN { printf "%d", s * 1000 }') ))
+  WHY=""
+  while :; do
+    "$@" && return 0
+    if [ "$(ms_now)" -ge "$end" ]; then WHY="timed out"; return 1; fi
+    sleep 0.2
+  done
+}
+
+# wait_json FILE FROM [--watch-pid P] CONDITIONS...: the first JSON line (index >= FROM)
+# matching the conditions (tests/e2e/e2e_util.py wait-json) lands in $JSON_LINE.
+JSON_LINE=""
+wait_json() {
+  local file=$1 from=$2 out rc; shift 2
+  out=$("$PYTHON" "$E2E/e2e_util.py" wait-json "$file" --from "$from" --timeout "$(step_s)" "$@" 2>"$RUN/wait.err")
+  rc=$?
+  case $rc in
+    0) JSON_LINE=$out; WHY="" ;;
+    1) JSON_LINE=""; WHY="timed out" ;;
+    *) JSON_LINE=""; WHY=$(cat "$RUN/wait.err") ;;
+  esac
+  return $rc
+}
+# wait_line FILE FROM CONDITIONS...: like wait_json, with --contains SUB (raw text) too.
+wait_line() {
+  local file=$1 from=$2 out rc; shift 2
+  out=$("$PYTHON" "$HERE/interop_util.py" wait-line "$file" --from "$from" --timeout "$(step_s)" "$@" 2>"$RUN/wait.err")
+  rc=$?
+  case $rc in
+    0) JSON_LINE=$out; WHY="" ;;
+    1) JSON_LINE=""; WHY="timed out" ;;
+    *) JSON_LINE=""; WHY=$(cat "$RUN/wait.err") ;;
+  esac
+  return $rc
+}
+count_json() { "$PYTHON" "$E2E/e2e_util.py" count-json "$@"; }
+lines_of() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
+jget() { "$PYTHON" "$E2E/e2e_util.py" get "$1" "$2"; }
+iu() { "$PYTHON" "$HERE/interop_util.py" "$@"; }
+file_has() { [ -f "$1" ] && grep -qF -- "$2" "$1"; }
+
+descendants() {
+  local -A kids=()
+  local f stat rest pid ppid
+  for f in /proc/[0-9]*/stat; do
+    read -r stat 2>/dev/null < "$f" || continue
+    pid=${stat%% *}
+    rest=${stat##*) }
+    ppid=${rest#* }; ppid=${ppid%% *}
+    kids[$ppid]+=" $pid"
+  done
+  local -a todo=("$1")
+  while [ ${#todo[@]} -gt 0 ]; do
+    pid=${todo[0]}; todo=("${todo[@]:1}")
+    echo "$pid"
+    for f in ${kids[$pid]:-}; do todo+=("$f"); done
+  done
+}
+# TERM the process group of each live root we started (setsid/tmux made them leaders)
+# and every descendant, then KILL what is left after 3 s.
+kill_trees() {
+  local -a roots=() all=() left=() tree=()
+  local p
+  for p in "$@"; do
+    [ -n "$p" ] && proc_alive "$p" || continue
+    roots+=("$p")
+    mapfile -t tree < <(descendants "$p")
+    all+=("${tree[@]}")
+  done
+  [ ${#roots[@]} -eq 0 ] && return 0
+  for p in "${roots[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+  kill -TERM "${all[@]}" 2>/dev/null
+  for _ in $(seq 1 30); do
+    left=(); for p in "${all[@]}"; do proc_alive "$p" && left+=("$p"); done
+    [ ${#left[@]} -eq 0 ] && return 0
+    sleep 0.1
+  done
+  for p in "${roots[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+  kill -KILL "${left[@]}" 2>/dev/null
+  return 0
+}
+
+# The write ends of the peers' stdin FIFOs must not leak into other processes: a
+# process holding one keeps that peer from ever seeing EOF.
+close_peer_fds() {
+  local fd
+  for fd in "${PEER_FD[@]}" "$OUT_FD" "$ERR_FD"; do eval "exec $fd>&-"; done
+}
+# start_proc NAME STDIN CMD...: CMD in its own session, output in $RUN/NAME.out/.err.
+start_proc() {
+  local name=$1 input=$2; shift 2
+  (close_peer_fds; cd "$RUN" && exec setsid "$@") < "$input" > "$RUN/$name.out" 2> "$RUN/$name.err" &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+# start_peer NAME CMD...: a long-running process driven through a FIFO on its stdin.
+start_peer() {
+  local name=$1 fd; shift
+  mkfifo "$RUN/$name.in"
+  start_proc "$name" "$RUN/$name.in" "$@"
+  PEER_PID[$name]=$LAST_PID
+  exec {fd}> "$RUN/$name.in"
+  PEER_FD[$name]=$fd
+}
+to_peer() {
+  local name=$1 fd=${PEER_FD[$1]:-}; shift
+  printf '%s <- %s\n' "$name" "$*" >> "$RUN/commands.log"
+  [ -n "$fd" ] || { WHY="$name's stdin is closed"; return 1; }
+  # In a subshell: a dead reader ends the subshell with SIGPIPE, not the harness.
+  (printf '%s\n' "$*" >&"$fd") 2>/dev/null || { WHY="could not write to $name (exited?)"; return 1; }
+}
+close_peer() {
+  local fd=${PEER_FD[$1]:-}
+  [ -n "$fd" ] || return 0
+  eval "exec $fd>&-"
+  unset "PEER_FD[$1]"
+}
+# Exit status of a peer once it exited (it is our child), or 255 if it did not in time.
+peer_exit_status() {
+  local pid=${PEER_PID[$1]}
+  wait_until eval '! proc_alive "$pid"' || return 255
+  wait "$pid" 2>/dev/null
+}
+
+env_for() { # HOME -> a clean environment (env -i) for every process we start
+  printf '%s\n' env -i PATH="$SYS_PATH" HOME="$1" LANG=C.UTF-8 RUST_BACKTRACE=1 \
+    NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+}
+qwen_cli() { # HOME ARGS... -> runs the real CLI (non-interactive subcommands)
+  local home=$1; shift
+  local -a e; mapfile -t e < <(env_for "$home")
+  (close_peer_fds; cd "$RUN" && timeout 30 "${e[@]}" QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0 \
+    "$NODE" "$QWEN_PKG/cli-entry.js" "$@")
+}
+demo_run() { # HOME ARGS... -> one-shot qcdemo command, bounded
+  local home=$1; shift
+  local -a e; mapfile -t e < <(env_for "$home")
+  (close_peer_fds; cd "$RUN" && exec timeout 40 "${e[@]}" "$DEMO" "$@")
+}
+
+tmux_cmd() { env -i PATH="$SYS_PATH" HOME="$RUN" TERM=xterm-256color tmux -S "$TMUX_SOCK" "$@" {OUT_FD}>&- {ERR_FD}>&-; }
+
+# ---------------------------------------------------------------- diagnostics
+dump_diag() {
+  local f
+  section "diagnostics (run directory: $RUN)"
+  if [ -s "$RUN/commands.log" ]; then section "commands sent (last 60)"; tail -n 60 "$RUN/commands.log" | short; fi
+  for f in "$RUN"/*.out "$RUN"/*.err; do
+    [ -s "$f" ] || continue
+    case ${f##*/} in wait.err) continue ;; esac
+    section "${f##*/} (last 40 lines)"
+    tail -n 40 "$f" | short
+  done
+  for f in "${DEBUG_P:-}" "${DEBUG_Y:-}"; do
+    [ -n "$f" ] && [ -f "$f" ] || continue
+    section "qwen debug log $f: PEER lines (last 40)"
+    grep -E '\[PEER_|send_message|tool_call|ERROR' "$f" | tail -n 40 | short
+  done
+  if [ -f "$RUN/model.jsonl" ]; then
+    section "fake model requests"
+    "$PYTHON" "$E2E/e2e_util.py" model-summary "$RUN/model.jsonl" | short
+  fi
+  for f in "$RUN"/home-*/.qwen/sessions; do
+    [ -d "$f" ] || continue
+    section "records in $f"
+    iu records "$f"
+  done
+  for f in "$RUN"/pane-*.txt; do
+    [ -s "$f" ] || continue
+    section "${f##*/} (non-empty lines, last 25)"
+    grep -v '^[[:space:]]*$' "$f" | tail -n 25
+  done
+  section "end of diagnostics"
+}
+
+# ---------------------------------------------------------------- cleanup
+FINISHED=0
+cleanup() {
+  local rc=$? id name
+  trap - EXIT INT TERM
+  set +e
+  exec 1>&"$OUT_FD" 2>&"$ERR_FD"
+  if [ "$FINISHED" != 1 ]; then
+    for id in "${CHECKS[@]}"; do fail "$id" "not run (harness stopped early, status $rc)"; done
+  fi
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
+    for name in p y; do tmux_cmd capture-pane -p -S -100 -t "$name" > "$RUN/pane-$name.final.txt" 2>/dev/null; done
+  fi
+  # Peers first get `stop` / EOF (they remove their records), then every tree is killed.
+  for name in "${!PEER_FD[@]}"; do
+    case $name in sdk*) to_peer "$name" '{"cmd":"stop"}' ;; *) to_peer "$name" stop ;; esac
+    close_peer "$name"
+  done
+  for name in "${!PEER_PID[@]}"; do
+    for _ in $(seq 1 20); do proc_alive "${PEER_PID[$name]}" || break; sleep 0.1; done
+  done
+  # The TUIs' inboxes, looked up before they are killed (see below).
+  local -a tui_socks=()
+  for id in "${REC_P:-}" "${REC_Y:-}"; do
+    [ -n "$id" ] && name=$(jget "$id" ipcPath 2>/dev/null) && tui_socks+=("$name")
+  done
+  for id in "${SID_P:-}" "${SID_Y:-}"; do
+    [ -n "$id" ] && [ -n "${HOME_T:-}" ] || continue
+    name=$(iu find-record "$HOME_T/.qwen/sessions" --eq "sessionId=$id" --require-ipc 2>/dev/null) || continue
+    name=$(jget "$name" ipcPath 2>/dev/null) && tui_socks+=("$name")
+  done
+  local -a pane_tree=() t=()
+  for id in "${PANE_PIDS[@]}"; do
+    proc_alive "$id" && { mapfile -t t < <(descendants "$id"); pane_tree+=("${t[@]}"); }
+  done
+  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then tmux_cmd kill-server 2>/dev/null; fi
+  kill_trees "${PIDS[@]}" "${PANE_PIDS[@]}" "${pane_tree[@]}" "$TMUX_SERVER_PID"
+  [ -n "$SOCK_DIR" ] && rm -rf "$SOCK_DIR"
+  # Qwen keeps its (empty) socket directory after /quit, and a killed TUI leaves its
+  # socket: remove the directories of the TUIs we started, once they are gone.
+  for name in "${tui_socks[@]}"; do
+    case $name in
+      */qwen-socks-????????????????/*.sock) rm -f "$name"; rmdir "${name%/*}" 2>/dev/null ;;
+    esac
+  done
+  if [ "$FAILED" -gt 0 ] && [ -n "$RUN" ]; then dump_diag; fi
+  if [ -n "$RUN" ]; then
+    if [ "$FAILED" -eq 0 ] && [ "${INTEROP_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else log "run directory kept: $RUN"; fi
+  fi
+  log "total time $(since "$T_START")s"
+  echo "interop-sessions: $PASSED passed, $FAILED failed"
+  if [ "$FAILED" -gt 0 ] || [ "$PASSED" -eq 0 ]; then exit 1; fi
+  exit 0
+}
+# A trap can fire inside a redirected command (`f > file`): cleanup first goes back to
+# the harness's own stdout/stderr, saved here.
+exec {OUT_FD}>&1 {ERR_FD}>&2
+trap cleanup EXIT
+trap 'exec 1>&"$OUT_FD" 2>&"$ERR_FD"; log "interrupted"; exit 130' INT TERM
+
+# ---------------------------------------------------------------- prerequisites
+PYTHON=$(command -v python3 >/dev/null && python3 -c 'import sys; print(sys.executable)') \
+  || abort "python3 not found"
+NODE=$(command -v node) || abort "node not found"
+NODE_MAJOR=$("$NODE" -p 'process.versions.node.split(".")[0]')
+[ "$NODE_MAJOR" -ge 20 ] || abort "node >= 20 required, found $("$NODE" --version)"
+SYS_PATH="$(dirname "$NODE"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+npm_pinned() { # DIR PKGDIR SPEC VERSION
+  local dir=$1 pkg=$2 spec=$3 want=$4 have
+  have=$("$NODE" -p "require('$pkg/package.json').version" 2>/dev/null)
+  if [ "$have" = "$want" ]; then log "$spec already installed in $dir"; return 0; fi
+  log "installing $spec into $dir"
+  mkdir -p "$dir" || return 1
+  [ -f "$dir/package.json" ] || printf '{ "name": "qwen-companion-%s", "private": true }\n' "${dir##*/}" > "$dir/package.json"
+  timeout 900 npm install --prefix "$dir" --no-audit --no-fund --no-update-notifier \
+    --save-exact --loglevel=error "$spec" || return 1
+  have=$("$NODE" -p "require('$pkg/package.json').version" 2>/dev/null)
+  [ "$have" = "$want" ]
+}
+ensure_tmux() {
+  command -v tmux >/dev/null 2>&1 && return 0
+  local -a sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+  log "installing tmux with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux \
+    || { timeout 600 "${sudo[@]}" apt-get update && timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux; } \
+    || return 1
+  command -v tmux >/dev/null 2>&1
+}
+
+SETUP_T0=$(date +%s%N)
+npm_pinned "$QWEN_CACHE" "$QWEN_PKG" "@qwen-code/qwen-code@$QWEN_VERSION" "$QWEN_VERSION" \
+  && [ -f "$QWEN_PKG/cli-entry.js" ] || abort "could not install @qwen-code/qwen-code@$QWEN_VERSION with npm"
+npm_pinned "$SDK_CACHE" "$SDK_PKG" "@qwen-code/sdk@$SDK_VERSION" "$SDK_VERSION" \
+  || abort "could not install @qwen-code/sdk@$SDK_VERSION with npm"
+ensure_tmux || abort "tmux is missing and apt-get could not install it"
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/qc-interop.XXXXXX") || abort "mktemp failed"
+RUN=$(cd "$RUN" && pwd -P)
+if [ "${INTEROP_NO_BUILD:-0}" != 1 ] && [ "$DEMO" = "$ROOT/target/c/qcdemo" ]; then
+  log "building the demo (incremental): make -C examples/c"
+  (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c) > "$RUN/build.out" 2>&1 \
+    || abort "make -C examples/c failed (build.out in the diagnostics)"
+fi
+[ -x "$DEMO" ] || abort "no demo binary at $DEMO"
+"$DEMO" sessions --help > "$RUN/demo-help.out" 2>&1 \
+  || abort "'$DEMO sessions --help' failed: the demo has no sessions subcommands"
+log "setup done in $(since "$SETUP_T0")s; run directory $RUN"
+
+# ---------------------------------------------------------------- the isolated worlds
+DEADLINE_MS=$(( $(ms_now) + TOTAL_TIMEOUT * 1000 ))
+T_TEST=$(date +%s%N)
+TAG=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+HOME_S=$RUN/home-sdk     # SDK <-> ours, registry listing
+HOME_T=$RUN/home-tui     # the interactive TUIs and our listener next to them
+WS_P=$RUN/ws-p WS_Y=$RUN/ws-y
+mkdir -p "$HOME_S/.qwen" "$HOME_T/.qwen" "$WS_P" "$WS_Y"
+SETTINGS='{
+  "security": { "auth": { "selectedType": "openai" }, "folderTrust": { "enabled": false } },
+  "general": { "enableAutoUpdate": false, "showSessionRecap": false },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "memory": { "enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false },
+  "model": { "skipNextSpeakerCheck": true, "skipLoopDetection": true },
+  "tools": { "useRipgrep": false },
+  "ui": { "hideTips": true, "hideBanner": true, "hideWindowTitle": true,
+          "enableFollowupSuggestions": false, "enableSpeculation": false,
+          "enableUserFeedback": false, "enableWelcomeBack": false,
+          "accessibility": { "enableLoadingPhrases": false } }
+}'
+printf '%s\n' "$SETTINGS" > "$HOME_S/.qwen/settings.json"
+printf '%s\n' "$SETTINGS" > "$HOME_T/.qwen/settings.json"
+mapfile -t ENV_S < <(env_for "$HOME_S")
+mapfile -t ENV_T < <(env_for "$HOME_T")
+
+# ---------------------------------------------------------------- TUIs first (they boot slowly)
+start_proc model /dev/null "${ENV_T[@]}" PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$HERE/fake_model_sessions.py" \
+  --port-file "$RUN/model.port" --log "$RUN/model.jsonl"
+MODEL_PID=$LAST_PID
+wait_until test -s "$RUN/model.port" || abort "the fake model did not start: $(cat "$RUN/model.err")"
+MODEL_PORT=$(cat "$RUN/model.port")
+log "fake model on 127.0.0.1:$MODEL_PORT (pid $MODEL_PID)"
+
+new_uuid() { "$PYTHON" -c 'import uuid; print(uuid.uuid4())'; }
+SID_P=$(new_uuid) SID_Y=$(new_uuid)
+DEBUG_P=$HOME_T/.qwen/debug/$SID_P.txt
+DEBUG_Y=$HOME_T/.qwen/debug/$SID_Y.txt
+SOCK_DIR=$(mktemp -d /tmp/qci-tmux.XXXXXX)
+TMUX_SOCK=$SOCK_DIR/sock
+write_tui_script() { # NAME WS SID APPROVAL
+  local name=$1 ws=$2 sid=$3 mode=$4
+  : > "$RUN/tui-$name.input.jsonl"
+  {
+    echo '#!/usr/bin/env bash'
+    printf 'cd %q || exit 99\n' "$ws"
+    printf '%q ' "${ENV_T[@]}" TERM=xterm-256color QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0 \
+      "$NODE" "$QWEN_PKG/cli-entry.js" \
+      --openai-base-url "http://127.0.0.1:$MODEL_PORT/v1" --openai-api-key interop-dummy-key \
+      -m e2e-fake-model --auth-type openai --approval-mode "$mode" --debug --session-id "$sid" \
+      --input-file "$RUN/tui-$name.input.jsonl" --json-file "$RUN/tui-$name.events.jsonl"
+    printf '2> %q\n' "$RUN/tui-$name.stderr"
+    printf 'echo $? > %q\n' "$RUN/tui-$name.rc"
+  } > "$RUN/tui-$name.sh"
+  chmod +x "$RUN/tui-$name.sh"
+}
+write_tui_script p "$WS_P" "$SID_P" default
+write_tui_script y "$WS_Y" "$SID_Y" yolo
+tmux_cmd -f /dev/null new-session -d -s p -x 200 -y 50 "$RUN/tui-p.sh" \; \
+  set-option -t p remain-on-exit on \; \
+  new-session -d -s y -x 200 -y 50 "$RUN/tui-y.sh" \; \
+  set-option -t y remain-on-exit on || abort "could not start tmux"
+TMUX_SERVER_PID=$(tmux_cmd display-message -p -t p '#{pid}')
+PANE_PIDS=("$(tmux_cmd display-message -p -t p '#{pane_pid}')" "$(tmux_cmd display-message -p -t y '#{pane_pid}')")
+log "TUIs started in tmux (server $TMUX_SERVER_PID, panes ${PANE_PIDS[*]}): P --approval-mode default ($SID_P), Y --approval-mode yolo ($SID_Y)"
+# The controller tokens are minted while everything else boots.
+mint_token() { # HOME LABEL NAME
+  (qwen_cli "$1" sessions controllers add --label "$2" --json > "$RUN/$3.out" 2> "$RUN/$3.err"; echo $? > "$RUN/$3.rc") &
+  PIDS+=("$!")
+}
+token_of() { # NAME -> prints the token (waits for the minting)
+  wait_until test -s "$RUN/$1.rc" || return 1
+  head -n 1 "$RUN/$1.out" 2>/dev/null | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["token"])' 2>/dev/null
+}
+mint_token "$HOME_T" "interop-$TAG" controller
+mint_token "$HOME_S" "interop-sdk-$TAG" controller-sdk
+
+# ================================================================ part 1: SDK <-> ours
+T1=$(date +%s%N)
+SDK_NAME=qci-sdk-$TAG SDK_R_NAME=qci-sdkr-$TAG
+L1=qci-l1-$TAG L2=qci-l2-$TAG L3=qci-l3-$TAG
+start_peer sdk "${ENV_S[@]}" "$NODE" "$HERE/sdk_peer.mjs" --sdk "$SDK_CACHE" --name "$SDK_NAME"
+start_peer sdkr "${ENV_S[@]}" "$NODE" "$HERE/sdk_peer.mjs" --sdk "$SDK_CACHE" --name "$SDK_R_NAME" --no-on-message
+start_peer l1 "${ENV_S[@]}" "$DEMO" sessions listen --name "$L1" --mode prompting
+start_peer l2 "${ENV_S[@]}" "$DEMO" sessions listen --name "$L2" --policy refuse
+start_peer l3 "${ENV_S[@]}" "$DEMO" sessions listen --name "$L3" --policy accept --mode bypass
+for p in sdk sdkr l1 l2 l3; do
+  wait_json "$RUN/$p.out" 0 --watch-pid "${PEER_PID[$p]}" --eq event=ready \
+    || abort "$p never printed its ready line ($WHY)"
+  log "$p ready (pid ${PEER_PID[$p]}): $(printf '%s' "$JSON_LINE" | cut -c1-300)"
+done
+
+# sdk_send PEER TO CONTENT [FROMMODE] [final]: the SDK endpoint PEER sends and prints
+# send_result (-> $SENT_ID); sdk_awaited then waits for its awaitReceipt line.
+SDK_SEQ=0
+sdk_send() {
+  local peer=$1 to=$2 content=$3 mode=${4:-} final=${5:-false} id cmd from
+  SDK_SEQ=$((SDK_SEQ + 1)); id=s$SDK_SEQ
+  cmd=$("$PYTHON" -c 'import json,sys; a=sys.argv; d={"cmd":"send","id":a[1],"to":a[2],"content":a[3],"final":a[5]=="true","timeoutMs":15000}
+if a[4]: d["fromMode"]=a[4]
+print(json.dumps(d))' "$id" "$to" "$content" "$mode" "$final")
+  from=$(lines_of "$RUN/$peer.out")
+  to_peer "$peer" "$cmd" || return 1
+  wait_json "$RUN/$peer.out" "$from" --eq event=send_result --eq "id=$id" || { WHY="no send_result ($WHY)"; return 1; }
+  SENT_LINE=$JSON_LINE
+  [ "$(jget "$SENT_LINE" kind)" = sent ] || { WHY="SDK send did not go out: $SENT_LINE"; return 1; }
+  SENT_ID=$(jget "$SENT_LINE" msgId)
+  SDK_FROM=$from SDK_ID=$id SDK_PEER=$peer
+}
+sdk_awaited() { # -> $JSON_LINE = the awaited line of the last sdk_send
+  wait_json "$RUN/$SDK_PEER.out" "$SDK_FROM" --eq event=awaited --eq "id=$SDK_ID"
+}
+sdk_receipt() { # PEER MSGID STATUS FROM -> waits for onReceipt with that status
+  wait_json "$RUN/$1.out" "$4" --eq event=receipt --eq "msgId=$2" --eq "status=$3"
+}
+
+# -- sdk-delivered: fromMode prompting to a prompting listener.
+CUR=sdk-delivered; T0=$(date +%s%N)
+BODY="sdk-delivered-$TAG"
+L1_FROM=$(lines_of "$RUN/l1.out")
+if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited; then
+  ST=$(jget "$JSON_LINE" status)
+  if [ "$ST" = delivered ] && wait_json "$RUN/l1.out" "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+    MSG=$JSON_LINE
+    if [ "$(jget "$MSG" frame.fromName)" = "$SDK_NAME" ] && [ "$(jget "$MSG" frame.fromMode)" = prompting ] \
+        && [ "$(jget "$MSG" origin)" = peer ]; then
+      pass $CUR "listener printed the message (origin peer, fromName $SDK_NAME, fromMode prompting), the SDK got delivered ($(since "$T0")s)"
+    else
+      fail $CUR "message printed with unexpected attribution: $MSG"
+    fi
+  else
+    fail $CUR "SDK receipt '$ST', listener message: ${WHY:-none}"
+  fi
+else
+  fail $CUR "$WHY"
+fi
+
+# -- sdk-held-release: fromMode bypass to a prompting listener -> held; release.
+CUR=sdk-held-release; T0=$(date +%s%N)
+BODY="sdk-held-release-$TAG"
+L1_FROM=$(lines_of "$RUN/l1.out")
+if sdk_send sdk "$L1" "$BODY" bypass && sdk_awaited; then
+  ST=$(jget "$JSON_LINE" status)
+  if [ "$ST" != held ]; then
+    fail $CUR "the SDK's first receipt is '$ST', expected held: $JSON_LINE"
+  elif ! wait_line "$RUN/l1.out" "$L1_FROM" --eq event=held --contains "$SENT_ID"; then
+    fail $CUR "the listener printed no held line naming $SENT_ID ($WHY)"
+  else
+    log "listener: $(printf '%s' "$JSON_LINE" | cut -c1-300)"
+    R_FROM=$SDK_FROM
+    to_peer l1 "release $SENT_ID"
+    if sdk_receipt sdk "$SENT_ID" delivered "$R_FROM"; then
+      PREV=$(jget "$JSON_LINE" previous)
+      if [ "$PREV" = held ] && wait_json "$RUN/l1.out" "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+        pass $CUR "held at both ends, release -> the SDK got held -> delivered, listener printed it ($(since "$T0")s)"
+      else
+        fail $CUR "after release: previous '$PREV', listener message: ${WHY:-?}"
+      fi
+    else
+      fail $CUR "no delivered receipt reached the SDK after release ($WHY)"
+    fi
+  fi
+else
+  fail $CUR "$WHY"
+fi
+
+# -- sdk-held-deny: no fromMode -> held; deny.
+CUR=sdk-held-deny; T0=$(date +%s%N)
+BODY="sdk-held-deny-$TAG"
+L1_FROM=$(lines_of "$RUN/l1.out")
+if sdk_send sdk "$L1" "$BODY" "" && sdk_awaited; then
+  ST=$(jget "$JSON_LINE" status)
+  if [ "$ST" != held ]; then
+    fail $CUR "the SDK's first receipt is '$ST', expected held"
+  elif ! wait_line "$RUN/l1.out" "$L1_FROM" --eq event=held --contains "$SENT_ID"; then
+    fail $CUR "the listener printed no held line naming $SENT_ID ($WHY)"
+  else
+    to_peer l1 "deny $SENT_ID"
+    if sdk_receipt sdk "$SENT_ID" denied "$SDK_FROM"; then
+      if [ "$(count_json "$RUN/l1.out" --from "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY")" = 0 ]; then
+        pass $CUR "held, deny -> the SDK got held -> denied, nothing delivered ($(since "$T0")s)"
+      else
+        fail $CUR "the denied message was printed as delivered"
+      fi
+    else
+      fail $CUR "no denied receipt reached the SDK ($WHY)"
+    fi
+  fi
+else
+  fail $CUR "$WHY"
+fi
+
+# -- sdk-refused: --policy refuse.
+CUR=sdk-refused; T0=$(date +%s%N)
+BODY="sdk-refused-$TAG"
+L2_FROM=$(lines_of "$RUN/l2.out")
+if sdk_send sdk "$L2" "$BODY" prompting && sdk_awaited; then
+  ST=$(jget "$JSON_LINE" status)
+  if [ "$ST" = refused ]; then
+    sleep 0.3
+    if [ "$(count_json "$RUN/l2.out" --from "$L2_FROM" --eq event=message)" = 0 ]; then
+      pass $CUR "the SDK got refused, the listener printed nothing ($(since "$T0")s)"
+    else
+      fail $CUR "refused, but the listener printed a message"
+    fi
+  else
+    fail $CUR "the SDK's receipt is '$ST', expected refused"
+  fi
+else
+  fail $CUR "$WHY"
+fi
+
+# -- sdk-policy-accept: --policy accept --mode bypass, fromMode prompting -> delivered.
+CUR=sdk-policy-accept; T0=$(date +%s%N)
+BODY="sdk-policy-accept-$TAG"
+L3_FROM=$(lines_of "$RUN/l3.out")
+if sdk_send sdk "$L3" "$BODY" prompting && sdk_awaited; then
+  ST=$(jget "$JSON_LINE" status)
+  if [ "$ST" = delivered ] && wait_json "$RUN/l3.out" "$L3_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+    pass $CUR "policy accept delivered a mismatching fromMode; the SDK got delivered ($(since "$T0")s)"
+  else
+    fail $CUR "the SDK's receipt is '$ST' (expected delivered); listener: ${WHY:-ok}"
+  fi
+else
+  fail $CUR "$WHY"
+fi
+
+# -- sdk-duplicate: the same body twice from one sender within 30 s.
+CUR=sdk-duplicate; T0=$(date +%s%N)
+BODY="sdk-duplicate-$TAG"
+L1_FROM=$(lines_of "$RUN/l1.out")
+if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited && [ "$(jget "$JSON_LINE" status)" = delivered ]; then
+  if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited; then
+    ST=$(jget "$JSON_LINE" status)
+    if [ "$ST" = dropped ] && sdk_receipt sdk "$SENT_ID" dropped "$SDK_FROM" \
+        && [ "$(jget "$JSON_LINE" dropReason)" = duplicate ]; then
+      N=$(count_json "$RUN/l1.out" --from "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY")
+      if [ "$N" = 1 ]; then
+        pass $CUR "second copy -> the SDK got dropped/duplicate; delivered once ($(since "$T0")s)"
+      else
+        fail $CUR "dropped/duplicate, but the listener printed the body $N times"
+      fi
+    else
+      fail $CUR "the repeat got '$ST' (dropReason '$(jget "$JSON_LINE" dropReason 2>/dev/null)'), expected dropped/duplicate"
+    fi
+  else
+    fail $CUR "repeat: $WHY"
+  fi
+else
+  fail $CUR "first copy not delivered: ${WHY:-$JSON_LINE}"
+fi
+
+# -- sdk-controller: a controller grant of this Qwen home, presented by the SDK.
+CUR=sdk-controller; T0=$(date +%s%N)
+SDK_C_NAME=qci-sdkc-$TAG
+if ! CTOKEN=$(token_of controller-sdk) || [ -z "$CTOKEN" ]; then
+  fail $CUR "qwen sessions controllers add --json gave no token: $(head -c 300 "$RUN/controller-sdk.err" 2>/dev/null)"
+else
+  start_peer sdkc "${ENV_S[@]}" "$NODE" "$HERE/sdk_peer.mjs" --sdk "$SDK_CACHE" --name "$SDK_C_NAME" --controller-token "$CTOKEN"
+  if ! wait_json "$RUN/sdkc.out" 0 --watch-pid "${PEER_PID[sdkc]}" --eq event=ready; then
+    fail $CUR "the SDK endpoint with the token did not start ($WHY)"
+  else
+    BODY="sdk-controller-$TAG"
+    L1_FROM=$(lines_of "$RUN/l1.out")
+    SENT_LINE="" ST=""
+    CMD=$("$PYTHON" -c 'import json,sys; print(json.dumps({"cmd":"send","id":"c1","to":sys.argv[1],"content":sys.argv[2],"controller":True,"timeoutMs":15000}))' "$L1" "$BODY")
+    to_peer sdkc "$CMD"
+    if wait_json "$RUN/sdkc.out" 0 --eq event=awaited --eq id=c1; then ST=$(jget "$JSON_LINE" status); fi
+    if [ "$ST" != delivered ]; then
+      fail $CUR "the SDK's controller send got '${ST:-no receipt}' ($WHY): $(tail -n 2 "$RUN/sdkc.out" | tr '\n' '|' | cut -c1-300)"
+    elif ! wait_json "$RUN/l1.out" "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+      fail $CUR "delivered, but the listener printed no message ($WHY)"
+    elif [ "$(jget "$JSON_LINE" origin)" != controller ] || [ "$(jget "$JSON_LINE" controller)" != "interop-sdk-$TAG" ]; then
+      fail $CUR "delivered with origin '$(jget "$JSON_LINE" origin)' label '$(jget "$JSON_LINE" controller)', expected controller / interop-sdk-$TAG"
+    else
+      pass $CUR "controller send without fromMode -> delivered, origin controller, label interop-sdk-$TAG ($(since "$T0")s)"
+    fi
+  fi
+fi
+
+# -- send-to-sdk: `qcdemo sessions send` -> SDK endpoint.
+CUR=send-to-sdk; T0=$(date +%s%N)
+BODY="send-to-sdk-$TAG" SEND_NAME=qci-send-$TAG
+S_FROM=$(lines_of "$RUN/sdk.out")
+demo_run "$HOME_S" sessions send "$SDK_NAME" "$BODY" --from-mode prompting --wait 10 --name "$SEND_NAME" \
+  > "$RUN/send1.out" 2> "$RUN/send1.err"
+RC=$?
+if wait_json "$RUN/sdk.out" "$S_FROM" --eq event=message --eq "content=$BODY"; then
+  MSG=$JSON_LINE
+  SENT_ID=$(iu ps-find "$RUN/send1.out" --eq event=sent | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["msgId"])' 2>/dev/null)
+  if [ "$(jget "$MSG" fromMode)" != prompting ] || [ "$(jget "$MSG" fromName)" != "$SEND_NAME" ]; then
+    fail $CUR "the SDK got the message with fromMode '$(jget "$MSG" fromMode)' fromName '$(jget "$MSG" fromName)', expected prompting / $SEND_NAME"
+  elif [ -z "$SENT_ID" ] || [ "$SENT_ID" != "$(jget "$MSG" msgId)" ]; then
+    fail $CUR "qcdemo sessions send printed no sent line with the msgId the SDK saw ($(jget "$MSG" msgId)), status $RC"
+  elif ! iu ps-find "$RUN/send1.out" --eq event=receipt --eq "msgId=$SENT_ID" --eq status=delivered > /dev/null; then
+    fail $CUR "the SDK got the message but our send printed no delivered receipt (status $RC)"
+  elif [ "$RC" != 0 ]; then
+    fail $CUR "sent and delivered, but qcdemo sessions send exited $RC"
+  else
+    pass $CUR "the SDK got it (fromName $SEND_NAME, fromMode prompting); its delivered receipt reached us; exit 0 ($(since "$T0")s)"
+  fi
+else
+  fail $CUR "the SDK endpoint never got the message ($WHY); send exited $RC"
+fi
+
+# -- listen-send-to-sdk: `send` on the listener's stdin.
+CUR=listen-send-to-sdk; T0=$(date +%s%N)
+BODY="listen-send-to-sdk-$TAG"
+S_FROM=$(lines_of "$RUN/sdk.out"); L1_FROM=$(lines_of "$RUN/l1.out")
+to_peer l1 "send --from-mode bypass $SDK_NAME $BODY"
+if wait_json "$RUN/sdk.out" "$S_FROM" --eq event=message --eq "content=$BODY"; then
+  MSG=$JSON_LINE
+  if [ "$(jget "$MSG" fromName)" != "$L1" ] || [ "$(jget "$MSG" fromMode)" != bypass ]; then
+    fail $CUR "SDK saw fromName '$(jget "$MSG" fromName)' fromMode '$(jget "$MSG" fromMode)', expected $L1 / bypass"
+  elif ! wait_json "$RUN/l1.out" "$L1_FROM" --eq event=sent; then
+    fail $CUR "the listener printed no sent line ($WHY)"
+  else
+    SENT_ID=$(jget "$JSON_LINE" msgId)
+    if wait_json "$RUN/l1.out" "$L1_FROM" --eq event=receipt --eq "msgId=$SENT_ID" --eq status=delivered; then
+      pass $CUR "SDK got it from $L1 (bypass); its delivered receipt reached the listener ($(since "$T0")s)"
+    else
+      fail $CUR "no delivered receipt for $SENT_ID on the listener ($WHY)"
+    fi
+  fi
+else
+  fail $CUR "the SDK never got the message ($WHY)"
+fi
+
+# -- send-to-sdk-refused: an SDK endpoint without onMessage answers refused.
+CUR=send-to-sdk-refused; T0=$(date +%s%N)
+BODY="send-to-sdk-refused-$TAG"
+demo_run "$HOME_S" sessions send "$SDK_R_NAME" "$BODY" --from-mode prompting --wait 10 > "$RUN/send2.out" 2> "$RUN/send2.err"
+RC=$?
+if iu ps-find "$RUN/send2.out" --eq event=receipt --eq status=refused > /dev/null; then
+  pass $CUR "the SDK's refused receipt reached us; exit $RC ($(since "$T0")s)"
+else
+  fail $CUR "no refused receipt printed (status $RC): $(tr '\n' '|' < "$RUN/send2.out" | cut -c1-300)"
+fi
+log "part 1 (SDK) done in $(since "$T1")s"
+
+# ================================================================ part 2: registry listing
+T2=$(date +%s%N)
+CUR=ps-lists; T0=$(date +%s%N)
+qwen_cli "$HOME_S" sessions ps --json > "$RUN/ps1.out" 2> "$RUN/ps1.err"
+RC=$?
+PS_PROBLEMS=""
+for p in l1 l2 l3; do
+  case $p in l1) n=$L1 ;; l2) n=$L2 ;; l3) n=$L3 ;; esac
+  if line=$(iu ps-find "$RUN/ps1.out" --eq "pid=${PEER_PID[$p]}" --eq "name=$n"); then
+    [ "$(jget "$line" kind)" = external ] || PS_PROBLEMS+=" $n: kind '$(jget "$line" kind)';"
+    jget "$line" ipcPath > /dev/null || PS_PROBLEMS+=" $n: no ipcPath;"
+    ! jget "$line" ipcToken > /dev/null || PS_PROBLEMS+=" $n: ipcToken shown;"
+  else
+    PS_PROBLEMS+=" $n (pid ${PEER_PID[$p]}) not listed;"
+  fi
+done
+if [ "$RC" = 0 ] && [ -z "$PS_PROBLEMS" ]; then
+  pass $CUR "qwen sessions ps --json lists $L1, $L2, $L3 (pid, kind external, ipcPath) ($(since "$T0")s)"
+else
+  fail $CUR "status $RC;$PS_PROBLEMS output: $(tr '\n' '|' < "$RUN/ps1.out" | cut -c1-400)"
+fi
+
+CUR=ours-ps; T0=$(date +%s%N)
+SDK_PID=$(jget "$(head -n 1 "$RUN/sdk.out")" pid)
+demo_run "$HOME_S" sessions ps --json > "$RUN/ours-ps.out" 2> "$RUN/ours-ps.err"
+RC=$?
+if [ "$RC" != 0 ] || ! iu ps-find "$RUN/ours-ps.out" --eq "name=$SDK_NAME" --eq "pid=$SDK_PID" > /dev/null; then
+  fail $CUR "status $RC; $SDK_NAME (pid $SDK_PID) not listed: $(tr '\n' '|' < "$RUN/ours-ps.out" | cut -c1-400)"
+elif ! DIFF=$(iu same-lines "$RUN/ps1.out" "$RUN/ours-ps.out"); then
+  fail $CUR "lists the SDK endpoint, but differs from qwen sessions ps --json: $DIFF"
+else
+  pass $CUR "qcdemo sessions ps --json lists the SDK endpoint $SDK_NAME (pid $SDK_PID) and is line for line qwen's ($(wc -l < "$RUN/ours-ps.out" | tr -d ' ') records)"
+fi
+
+# -- ps-stop / ps-eof: unregister on `stop` and on stdin EOF.
+to_peer l2 stop
+close_peer l3
+for p in l2 l3; do
+  case $p in l2) CUR=ps-stop; how=stop ;; l3) CUR=ps-eof; how="stdin EOF" ;; esac
+  peer_exit_status "$p"; RC=$?
+  if [ "$RC" != 0 ]; then
+    fail $CUR "after $how the listener $([ "$RC" = 255 ] && echo "did not exit" || echo "exited with status $RC")"
+  elif iu find-record "$HOME_S/.qwen/sessions" --eq "pid=${PEER_PID[$p]}" > /dev/null; then
+    fail $CUR "after $how the listener exited but its record is still there"
+  fi
+done
+close_peer l2
+qwen_cli "$HOME_S" sessions ps --json > "$RUN/ps2.out" 2> "$RUN/ps2.err"
+RC=$?
+for p in l2 l3; do
+  case $p in l2) CUR=ps-stop; n=$L2; how=stop ;; l3) CUR=ps-eof; n=$L3; how="stdin EOF" ;; esac
+  if [ "$RC" != 0 ]; then
+    fail $CUR "qwen sessions ps --json failed (status $RC)"
+  elif iu ps-find "$RUN/ps2.out" --eq "name=$n" > /dev/null; then
+    fail $CUR "qwen sessions ps --json still lists $n after $how"
+  elif ! iu ps-find "$RUN/ps2.out" --eq "name=$L1" > /dev/null; then
+    fail $CUR "qwen sessions ps --json lists nothing of ours any more (not even $L1): $(tr '\n' '|' < "$RUN/ps2.out" | cut -c1-300)"
+  else
+    pass $CUR "after $how: exit 0, record removed, no longer listed ($L1 still is)"
+  fi
+done
+log "part 2 (registry) done in $(since "$T2")s"
+
+# ================================================================ part 3: the interactive TUI
+T3=$(date +%s%N)
+LT=qci-tui-$TAG
+start_peer lt "${ENV_T[@]}" "$DEMO" sessions listen --name "$LT" --mode prompting
+wait_json "$RUN/lt.out" 0 --watch-pid "${PEER_PID[lt]}" --eq event=ready || abort "lt never printed its ready line ($WHY)"
+LT_READY=$JSON_LINE
+LT_IPC=$(iu find-record "$HOME_T/.qwen/sessions" --eq "pid=${PEER_PID[lt]}" --require-ipc | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["ipcPath"])' 2>/dev/null)
+log "lt ready (pid ${PEER_PID[lt]}, inbox $LT_IPC): $(printf '%s' "$LT_READY" | cut -c1-300)"
+
+CUR=tui-registered; T0=$(date +%s%N)
+tui_record() { REC=$(iu find-record "$HOME_T/.qwen/sessions" --eq "sessionId=$1" --require-ipc); }
+tui_up() { tui_record "$1" && file_has "$2" "RemoteInput: watching"; }
+# A cold TUI start takes 5-15 s; allow up to 60 s from here on a loaded machine.
+if STEP_NOW=60 wait_until tui_up "$SID_P" "$DEBUG_P" && REC_P=$REC \
+    && STEP_NOW=60 wait_until tui_up "$SID_Y" "$DEBUG_Y" && REC_Y=$REC; then
+  NAME_P=$(jget "$REC_P" name) NAME_Y=$(jget "$REC_Y" name)
+  if [ "$(jget "$REC_P" kind)" = tui ] && [ "$(jget "$REC_Y" kind)" = tui ]; then
+    pass $CUR "P = $NAME_P (pid $(jget "$REC_P" pid)), Y = $NAME_Y (pid $(jget "$REC_Y" pid)), both with an inbox ($(since "$T_TEST")s after start)"
+  else
+    fail $CUR "records not of kind tui: $REC_P / $REC_Y"
+  fi
+else
+  fail $CUR "the TUIs did not publish records with ipcPath / watch their input ($WHY); records: $(iu records "$HOME_T/.qwen/sessions" | tr '\n' '|')"
+  abort "no TUI to talk to"
+fi
+
+# lt_send TO BODY [MODE] -> $SENT_ID; the receipt is awaited with lt_receipt.
+lt_send() {
+  local to=$1 body=$2 mode=${3:-} from
+  from=$(lines_of "$RUN/lt.out")
+  if [ -n "$mode" ]; then to_peer lt "send --from-mode $mode $to $body"; else to_peer lt "send $to $body"; fi
+  wait_json "$RUN/lt.out" "$from" --watch-pid "${PEER_PID[lt]}" --eq event=sent \
+    || { wait_json "$RUN/lt.out" "$from" --eq event=send_failed; WHY="no sent line (send_failed: ${JSON_LINE:-none})"; return 1; }
+  SENT_ID=$(jget "$JSON_LINE" msgId)
+  LT_SEND_FROM=$from
+}
+lt_receipt() { # MSGID -> $JSON_LINE = the first receipt, $ST its status
+  wait_json "$RUN/lt.out" "$LT_SEND_FROM" --eq event=receipt --eq "msgId=$1" && ST=$(jget "$JSON_LINE" status)
+}
+
+# -- tui-prompting: P runs --approval-mode default -> review class "prompting".
+CUR=tui-prompting; T0=$(date +%s%N)
+M_FROM=$(lines_of "$RUN/model.jsonl")
+ENV_BODY="tui-prompting-delivered-$TAG"
+OUT=""
+declare -A HELD_AT_P=()
+for spec in "prompting:delivered:$ENV_BODY" "bypass:held:tui-prompting-bypass-$TAG" "none:held:tui-prompting-none-$TAG"; do
+  mode=${spec%%:*}; rest=${spec#*:}; want=${rest%%:*}; body=${rest#*:}
+  [ "$mode" = none ] && mode=""
+  if lt_send "$NAME_P" "$body" "$mode" && lt_receipt "$SENT_ID"; then
+    OUT+=" ${mode:-none}->$ST"
+    [ "$ST" = "$want" ] || { fail $CUR "fromMode '${mode:-none}' to P gave '$ST', expected $want"; }
+    [ "$ST" = held ] && HELD_AT_P[$SENT_ID]=1
+  else
+    fail $CUR "fromMode '${mode:-none}' to P: $WHY"
+  fi
+done
+pass $CUR "to P (default = prompting):$OUT ($(since "$T0")s)"
+
+# -- tui-envelope: the delivered one reaches the model inside the envelope.
+CUR=tui-envelope; T0=$(date +%s%N)
+if wait_json "$RUN/model.jsonl" "$M_FROM" --eq peer_envelope=true --has "last_user_text=$ENV_BODY"; then
+  if ENV_TXT=$(iu envelope "$JSON_LINE" "$ENV_BODY"); then
+    HEAD=$(printf '%s\n' "$ENV_TXT" | head -n 1)
+    WANT_HEAD="<cross_session_message from=\"$LT_IPC\" name=\"$LT\">"
+    if [ "$HEAD" = "$WANT_HEAD" ]; then
+      pass $CUR "the model got $HEAD ... $ENV_BODY ($(since "$T0")s)"
+    else
+      fail $CUR "envelope head is '$HEAD', expected '$WANT_HEAD'"
+    fi
+  else
+    fail $CUR "no envelope around $ENV_BODY: $(iu user-text-tail "$JSON_LINE" 300)"
+  fi
+else
+  fail $CUR "no model request carried a <cross_session_message> with $ENV_BODY ($WHY)"
+fi
+
+# -- tui-bypass: Y runs --approval-mode yolo -> review class "bypass".
+CUR=tui-bypass; T0=$(date +%s%N)
+OUT=""
+for spec in "bypass:delivered:tui-bypass-delivered-$TAG" "prompting:held:tui-bypass-prompting-$TAG"; do
+  mode=${spec%%:*}; rest=${spec#*:}; want=${rest%%:*}; body=${rest#*:}
+  if lt_send "$NAME_Y" "$body" "$mode" && lt_receipt "$SENT_ID"; then
+    OUT+=" $mode->$ST"
+    [ "$ST" = "$want" ] || fail $CUR "fromMode '$mode' to Y gave '$ST', expected $want"
+  else
+    fail $CUR "fromMode '$mode' to Y: $WHY"
+  fi
+done
+pass $CUR "to Y (yolo = bypass):$OUT ($(since "$T0")s)"
+
+# -- tui-controller: minted token, no fromMode -> delivered with origin="controller".
+CUR=tui-controller; T0=$(date +%s%N)
+TOKEN=$(token_of controller)
+if [ -z "$TOKEN" ]; then
+  fail $CUR "qwen sessions controllers add --json gave no token (status $(cat "$RUN/controller.rc" 2>/dev/null)): $(head -c 300 "$RUN/controller.err" 2>/dev/null)"
+else
+  BODY="tui-controller-$TAG"
+  M_FROM=$(lines_of "$RUN/model.jsonl")
+  demo_run "$HOME_T" sessions send "$NAME_P" "$BODY" --controller-token "$TOKEN" --wait 15 > "$RUN/send-ctl.out" 2> "$RUN/send-ctl.err"
+  RC=$?
+  if ! iu ps-find "$RUN/send-ctl.out" --eq event=receipt --eq status=delivered > /dev/null; then
+    fail $CUR "no delivered receipt (status $RC): $(tr '\n' '|' < "$RUN/send-ctl.out" | cut -c1-300) $(head -c 200 "$RUN/send-ctl.err")"
+  elif wait_json "$RUN/model.jsonl" "$M_FROM" --eq peer_envelope=true --has "last_user_text=$BODY" \
+      && ENV_TXT=$(iu envelope "$JSON_LINE" "$BODY"); then
+    HEAD=$(printf '%s\n' "$ENV_TXT" | head -n 1)
+    case $HEAD in
+      *'origin="controller"'*"controller=\"interop-$TAG\""*) pass $CUR "delivered; the model got $HEAD ($(since "$T0")s)" ;;
+      *) fail $CUR "delivered, but the envelope is '$HEAD' (want origin=\"controller\" controller=\"interop-$TAG\")" ;;
+    esac
+  else
+    fail $CUR "delivered, but the model never saw $BODY in an envelope ($WHY)"
+  fi
+fi
+
+# -- tui-send-message: Y's model calls send_message with our name.
+CUR=tui-send-message; T0=$(date +%s%N)
+SM_TOKEN="tui-send-message-$TAG"
+LT_FROM=$(lines_of "$RUN/lt.out"); M_FROM=$(lines_of "$RUN/model.jsonl")
+printf '%s\n' "$("$PYTHON" "$E2E/e2e_util.py" submit-line tui "please E2E_PEER_SEND to=$LT msg=$SM_TOKEN")" >> "$RUN/tui-y.input.jsonl"
+if ! wait_line "$RUN/lt.out" "$LT_FROM" --watch-pid "${PEER_PID[lt]}" --eq event=held --eq "frame.message.content=$SM_TOKEN"; then
+  if wait_json "$RUN/lt.out" "$LT_FROM" --eq event=message --eq "frame.message.content=$SM_TOKEN"; then
+    fail $CUR "Y's message was delivered at once, expected held (Y is bypass, our listener prompting)"
+  else
+    fail $CUR "Y's send_message never reached our inbox ($WHY); model: $("$PYTHON" "$E2E/e2e_util.py" model-summary "$RUN/model.jsonl" | tail -n 2 | cut -c1-300)"
+  fi
+else
+  HELD_LINE=$JSON_LINE
+  IN_ID=$(jget "$HELD_LINE" msgId)
+  log "held in our inbox: $(printf '%s' "$HELD_LINE" | cut -c1-300)"
+  to_peer lt "release $IN_ID"
+  if ! wait_json "$RUN/lt.out" "$LT_FROM" --eq event=message --eq "frame.message.content=$SM_TOKEN"; then
+    fail $CUR "released $IN_ID, but the listener printed no message ($WHY)"
+  else
+    MSG=$JSON_LINE
+    if [ "$(jget "$MSG" frame.fromName)" != "$NAME_Y" ] || [ "$(jget "$MSG" frame.fromMode)" != bypass ]; then
+      fail $CUR "message attributed to '$(jget "$MSG" frame.fromName)' / '$(jget "$MSG" frame.fromMode)', expected $NAME_Y / bypass"
+    elif ! wait_until file_has "$DEBUG_Y" "delivery status from $LT: held -> delivered for $IN_ID"; then
+      fail $CUR "Y's debug log never accepted our receipts for $IN_ID: $(grep -F 'delivery status' "$DEBUG_Y" | tail -n 3 | tr '\n' '|')"
+    elif ! file_has "$DEBUG_Y" "delivery status from $LT: pending -> held for $IN_ID"; then
+      fail $CUR "Y accepted delivered but not our held receipt for $IN_ID"
+    elif ! wait_json "$RUN/model.jsonl" "$M_FROM" --eq last_role=tool --has "decision.text=Sent to $LT"; then
+      fail $CUR "the tool result never said 'Sent to $LT' ($WHY)"
+    else
+      HOW=$("$PYTHON" "$E2E/e2e_util.py" wait-json "$RUN/model.jsonl" --from "$M_FROM" --has "decision.why=peer send" --timeout 0 2>/dev/null)
+      HOW=$(jget "$HOW" decision.why 2>/dev/null)
+      pass $CUR "Y's model called send_message (${HOW:-?}); it reached us held; release -> Y logged pending -> held -> delivered for $IN_ID ($(since "$T0")s)"
+    fi
+  fi
+fi
+
+# -- tui-expired: /quit in P -> our messages held there come back expired.
+CUR=tui-expired; T0=$(date +%s%N)
+tmux_cmd send-keys -t p -l /quit
+sleep 0.3
+tmux_cmd send-keys -t p Enter
+if wait_until test -s "$RUN/tui-p.rc"; then
+  MISSING=""
+  for id in "${!HELD_AT_P[@]}"; do
+    wait_json "$RUN/lt.out" 0 --eq event=receipt --eq "msgId=$id" --eq status=expired || MISSING+=" $id"
+  done
+  if [ ${#HELD_AT_P[@]} -eq 0 ]; then
+    fail $CUR "nothing was held at P to expire"
+  elif [ -z "$MISSING" ]; then
+    pass $CUR "P exited ($(cat "$RUN/tui-p.rc")); ${#HELD_AT_P[@]} held messages came back expired ($(since "$T0")s)"
+  else
+    fail $CUR "no expired receipt for:$MISSING"
+  fi
+else
+  fail $CUR "P did not exit after /quit ($WHY)"
+fi
+
+# -- listen-stop: the remaining listeners stop cleanly.
+CUR=listen-stop; T0=$(date +%s%N)
+to_peer lt stop; to_peer l1 stop
+PROBLEMS=""
+for p in lt l1; do
+  peer_exit_status "$p"; RC=$?
+  [ "$RC" = 0 ] || PROBLEMS+=" $p exit status $RC;"
+  close_peer "$p"
+done
+iu find-record "$HOME_T/.qwen/sessions" --eq "pid=${PEER_PID[lt]}" > /dev/null && PROBLEMS+=" lt record left;"
+iu find-record "$HOME_S/.qwen/sessions" --eq "pid=${PEER_PID[l1]}" > /dev/null && PROBLEMS+=" l1 record left;"
+[ -n "$LT_IPC" ] && [ -e "$LT_IPC" ] && PROBLEMS+=" lt socket $LT_IPC left;"
+if [ -z "$PROBLEMS" ]; then
+  pass $CUR "both exited 0, records and socket removed ($(since "$T0")s)"
+else
+  fail $CUR "$PROBLEMS"
+fi
+# Y leaves through /quit too (not a check), so that it removes its record and socket.
+if [ ! -s "$RUN/tui-y.rc" ]; then
+  tmux_cmd send-keys -t y -l /quit; sleep 0.3; tmux_cmd send-keys -t y Enter
+  for _ in $(seq 1 50); do [ -s "$RUN/tui-y.rc" ] && break; sleep 0.1; done
+fi
+log "part 3 (TUI) done in $(since "$T3")s; checks took $(since "$T_TEST")s"
+
+FINISHED=1
+exit 0
