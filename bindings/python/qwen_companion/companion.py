@@ -11,23 +11,18 @@ that may be calling :meth:`Companion.close` (``close`` waits for a running
 callback to return, unless it is called from inside one).
 """
 
-import atexit
 import ctypes
 import json
-import logging
-import threading
-import weakref
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union  # noqa: F401 (type comments)
 
 from . import _native
+from ._handle import LogCallable, NativeHandle, camel, closed_at_exit
+from ._handle import config_json as _config_json
+from ._handle import library_logger, logger  # noqa: F401 (still this module's names)
 from ._native import (
-    ClosedError,
     CompanionError,
-    InvalidHandleError,
-    LOG_ERROR,
     LOG_INFO,
-    PY_LOG_LEVELS,
     describe_exception,
     encode,
     encode_text,
@@ -37,10 +32,6 @@ from ._native import (
 
 OpenDiffCallable = Callable[[str, str], Any]
 CloseDiffCallable = Callable[[str], Optional[str]]
-LogCallable = Callable[[int, str], Any]
-
-library_logger = logging.getLogger("qwen_companion.library")
-logger = logging.getLogger("qwen_companion")
 
 
 class RefuseDiff(Exception):
@@ -51,28 +42,7 @@ class RefuseDiff(Exception):
     """
 
 
-_live = weakref.WeakSet()  # type: weakref.WeakSet
-
-
-@atexit.register
-def _close_all_at_exit():
-    # type: () -> None
-    # Library threads must not call into an interpreter that is shutting down.
-    for companion in list(_live):
-        try:
-            companion.close()
-        except BaseException:
-            pass
-
-
-def _camel(name):
-    # type: (str) -> str
-    head, _, tail = name.partition("_")
-    parts = tail.split("_") if tail else []
-    return head + "".join(p[:1].upper() + p[1:] for p in parts)
-
-
-class Companion(object):
+class Companion(NativeHandle):
     """An IDE companion: an MCP server on ``127.0.0.1`` at ``/mcp`` for the Qwen
     Code CLI, plus its lock file ``<lockDir>/<port>.lock``.
 
@@ -114,6 +84,13 @@ class Companion(object):
     ``library`` is the path of the shared library (see :func:`load_library`).
     """
 
+    _NAME = "Companion"
+    _WHAT = "the companion"
+    _NEW_FN = "qc_companion_new"
+    _FREE_FN = "qc_companion_free"
+    _LOG_SETTER = "qc_companion_set_log_callback"
+    _LIVE = closed_at_exit()
+
     def __init__(
         self,
         workspace_roots=None,  # type: Optional[Sequence[Any]]
@@ -136,10 +113,7 @@ class Companion(object):
         library=None,  # type: Optional[Any]
     ):
         # type: (...) -> None
-        self._handle = None  # type: Optional[int]
-        self._lock = threading.RLock()
-        self._lib = _native.load(library)
-        self._log_fn = None  # type: Optional[LogCallable]
+        self._init_handle(library)
         options = {
             "workspace_roots": None
             if workspace_roots is None
@@ -155,28 +129,13 @@ class Companion(object):
             "max_body_bytes": max_body_bytes,
             "keep_alive_ms": keep_alive_ms,
         }
-        given = dict((_camel(k), v) for k, v in options.items() if v is not None)
-        if isinstance(config, str):
-            if given:
-                raise TypeError("config given as a JSON string: pass no other configuration arguments")
-            config_json = config
-            try:
-                parsed = json.loads(config)
-            except ValueError:
-                parsed = None
-            settings = parsed if isinstance(parsed, dict) else {}
-        else:
-            settings = dict(config or {})
-            settings.update(given)
-            config_json = json.dumps(settings)
+        given = dict((camel(k), v) for k, v in options.items() if v is not None)
+        config_json, settings = _config_json(config, given)
         self._roots = list(settings.get("workspaceRoots") or [])  # type: List[str]
         self._ide_name = settings.get("ideName")  # type: Optional[str]
 
-        out = ctypes.c_void_p()
-        self._lib.call("qc_companion_new", encode(config_json, "config"), ctypes.byref(out))
-        self._handle = out.value
-        _live.add(self)
-        try:
+        def setup():
+            # type: () -> None
             self.set_log_callback(log, log_level)
             if open_diff is not None:
                 self.set_open_diff_callback(open_diff)
@@ -184,42 +143,18 @@ class Companion(object):
                 self.set_close_diff_callback(close_diff)
             if start:
                 self.start()
-        except BaseException:
-            self.close()
-            raise
+
+        self._create(config_json, setup)
 
     # ------------------------------------------------------------------
     # lifetime
 
-    def __enter__(self):
-        # type: () -> Companion
-        return self
-
-    def __exit__(self, *exc):
-        # type: (*Any) -> None
-        self.close()
-
-    def __del__(self):
-        # type: () -> None
-        try:
-            self.close()
-        except BaseException:
-            pass
-
-    def __repr__(self):
+    def _repr_state(self):
         # type: () -> str
-        if self._handle is None:
-            return "<qwen_companion.Companion closed>"
         try:
-            return "<qwen_companion.Companion port={}>".format(self.port)
+            return "port={}".format(self.port)
         except CompanionError:
-            return "<qwen_companion.Companion not running>"
-
-    @property
-    def closed(self):
-        # type: () -> bool
-        """True once :meth:`close` was called."""
-        return self._handle is None
+            return "not running"
 
     def close(self):
         # type: () -> None
@@ -229,39 +164,7 @@ class Companion(object):
         this companion's callbacks. Outside a callback it waits for a
         running callback to return. Any later call raises :class:`ClosedError`.
         """
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        _live.discard(self)
-        status = self._lib.qc_companion_free(handle)
-        if status not in (_native.QC_OK, _native.QC_INVALID_HANDLE):
-            raise _native.make_error(status, "qc_companion_free failed")
-
-    def _h(self):
-        # type: () -> int
-        handle = self._handle
-        if handle is None:
-            raise ClosedError("the companion is closed", _native.QC_INVALID_HANDLE)
-        return handle
-
-    def _call(self, fname, *args):
-        # type: (str, *Any) -> None
-        try:
-            self._lib.call(fname, self._h(), *args)
-        except InvalidHandleError:
-            if self._handle is None:  # closed by another thread meanwhile
-                raise ClosedError("the companion is closed", _native.QC_INVALID_HANDLE)
-            raise
-
-    def _call_string(self, fname):
-        # type: (str) -> str
-        try:
-            return self._lib.call_string(fname, self._h())
-        except InvalidHandleError:
-            if self._handle is None:
-                raise ClosedError("the companion is closed", _native.QC_INVALID_HANDLE)
-            raise
+        self._free()
 
     # ------------------------------------------------------------------
     # server
@@ -425,137 +328,96 @@ class Companion(object):
     # ------------------------------------------------------------------
     # callables
 
-    def _report_callback_error(self, what, e):
-        # type: (str, BaseException) -> None
-        log_fn = self._log_fn
-        if log_fn is None:
-            return  # already logged through `logging` by run_guarded
-        try:
-            log_fn(LOG_ERROR, "exception in {}: {}".format(what, describe_exception(e)))
-        except BaseException:
-            logger.error("exception in the log callable", exc_info=True)
-
-    def _register(self, setter, thunk, *extra):
-        # type: (str, Any, *Any) -> None
+    def _set_diff_callback(self, setter, fn_type, fn, what, refused, failure, decide):
+        # type: (str, Any, Optional[Any], str, str, str, Callable[..., int]) -> None
+        """What the open-diff and close-diff callables share. The thunk's last
+        argument is the reply; ``decide(reply, *the others)`` runs ``fn`` on
+        the library thread and returns 0 (done) or 1 (refused).
+        :class:`RefuseDiff` answers 1 with its message (or ``refused``); any
+        other exception answers 1 with ``failure`` plus the exception and goes
+        to the log callable. Nothing escapes into the library."""
         lib = self._lib
-        key = lib.callbacks.add(thunk)
-        try:
-            self._call(setter, thunk, key, lib.callbacks.free_thunk, *extra)
-        except BaseException:
-            lib.callbacks.discard(key)
-            raise
 
-    def _unregister(self, setter, fn_type):
-        # type: (str, Any) -> None
-        # fn_type() is a NULL function pointer (ctypes refuses None here).
-        self._call(setter, fn_type(), None, _native.FREE_FN())
+        def make_thunk():
+            # type: () -> Callable[..., int]
+            report = self._error_reporter(what)
+
+            def thunk(_user_data, *args):
+                # type: (Any, *Any) -> int
+                reply = args[-1]
+
+                def run():
+                    # type: () -> int
+                    try:
+                        return decide(reply, *args[:-1])
+                    except RefuseDiff as e:
+                        set_reply_text(lib, reply, str(e) or refused)
+                        return 1
+
+                def failed(e):
+                    # type: (BaseException) -> int
+                    report(e)
+                    set_reply_text(lib, reply, failure + describe_exception(e))
+                    return 1
+
+                rc = run_guarded(what, run, failed)
+                return rc if isinstance(rc, int) else 1
+
+            return thunk
+
+        self._set_callback(setter, fn_type, fn, make_thunk)
 
     def set_open_diff_callback(self, fn):
         # type: (Optional[OpenDiffCallable]) -> None
         """Sets (``None`` removes) the open-diff callable ``fn(path, new_content)``
         (runs on the library thread)."""
-        if fn is None:
-            self._unregister("qc_companion_set_open_diff_callback", _native.OPEN_DIFF_FN)
-            return
         lib = self._lib
-        me = weakref.ref(self)
+        refused = "the IDE refused to open the diff"
 
-        def thunk(_user_data, path, content, length, reply):
-            # type: (Any, Optional[bytes], Optional[int], int, Optional[int]) -> int
-            def run():
-                # type: () -> int
-                text = ctypes.string_at(content, length).decode("utf-8") if length else ""
-                try:
-                    result = fn(_native.decode(path), text)
-                except RefuseDiff as e:
-                    set_reply_text(lib, reply, str(e) or "the IDE refused to open the diff")
-                    return 1
-                if result is False:
-                    set_reply_text(lib, reply, "the IDE refused to open the diff")
-                    return 1
-                return 0
-
-            def failed(e):
-                # type: (BaseException) -> int
-                owner = me()
-                if owner is not None:
-                    owner._report_callback_error("the open-diff callable", e)
-                set_reply_text(lib, reply, "the IDE failed to open the diff: " + describe_exception(e))
+        def decide(reply, path, content, length):
+            # type: (Optional[int], Optional[bytes], Optional[int], int) -> int
+            text = ctypes.string_at(content, length).decode("utf-8") if length else ""
+            if fn(_native.decode(path), text) is False:
+                set_reply_text(lib, reply, refused)
                 return 1
+            return 0
 
-            rc = run_guarded("the open-diff callable", run, failed)
-            return rc if isinstance(rc, int) else 1
-
-        self._register("qc_companion_set_open_diff_callback", _native.OPEN_DIFF_FN(thunk))
+        self._set_diff_callback(
+            "qc_companion_set_open_diff_callback",
+            _native.OPEN_DIFF_FN,
+            fn,
+            "the open-diff callable",
+            refused,
+            "the IDE failed to open the diff: ",
+            decide,
+        )
 
     def set_close_diff_callback(self, fn):
         # type: (Optional[CloseDiffCallable]) -> None
         """Sets (``None`` removes) the close-diff callable ``fn(path) -> str | None``
         (runs on the library thread)."""
-        if fn is None:
-            self._unregister("qc_companion_set_close_diff_callback", _native.CLOSE_DIFF_FN)
-            return
         lib = self._lib
-        me = weakref.ref(self)
 
-        def thunk(_user_data, path, reply):
-            # type: (Any, Optional[bytes], Optional[int]) -> int
-            def run():
-                # type: () -> int
-                try:
-                    result = fn(_native.decode(path))
-                except RefuseDiff as e:
-                    set_reply_text(lib, reply, str(e) or "the IDE could not close the diff")
-                    return 1
-                if result is not None:
-                    if not isinstance(result, str):
-                        raise TypeError(
-                            "the close-diff callable must return str or None, not "
-                            + type(result).__name__
-                        )
-                    set_reply_text(lib, reply, result)
-                return 0
+        def decide(reply, path):
+            # type: (Optional[int], Optional[bytes]) -> int
+            result = fn(_native.decode(path))
+            if result is not None:
+                if not isinstance(result, str):
+                    raise TypeError(
+                        "the close-diff callable must return str or None, not " + type(result).__name__
+                    )
+                set_reply_text(lib, reply, result)
+            return 0
 
-            def failed(e):
-                # type: (BaseException) -> int
-                owner = me()
-                if owner is not None:
-                    owner._report_callback_error("the close-diff callable", e)
-                set_reply_text(lib, reply, "the IDE failed to close the diff: " + describe_exception(e))
-                return 1
-
-            rc = run_guarded("the close-diff callable", run, failed)
-            return rc if isinstance(rc, int) else 1
-
-        self._register("qc_companion_set_close_diff_callback", _native.CLOSE_DIFF_FN(thunk))
-
-    def set_log_callback(self, fn, level=LOG_INFO):
-        # type: (Optional[LogCallable], int) -> None
-        """Sets the log callable ``fn(level, message)`` for library lines up to
-        ``level``; ``None`` forwards them to the ``logging`` logger
-        ``qwen_companion.library``. Runs on the library thread."""
-        if level not in PY_LOG_LEVELS:
-            raise _native.InvalidArgumentError(
-                "level must be LOG_ERROR (1) .. LOG_TRACE (5), got {!r}".format(level),
-                _native.QC_INVALID_ARGUMENT,
-            )
-        if fn is None:
-            def sink(lvl, message):
-                # type: (int, str) -> None
-                library_logger.log(PY_LOG_LEVELS.get(lvl, logging.INFO), "%s", message)
-        else:
-            sink = fn
-
-        def thunk(_user_data, lvl, message):
-            # type: (Any, int, Optional[bytes]) -> None
-            def failed(e):
-                # type: (BaseException) -> None
-                return None  # logged by run_guarded; never re-enter the log callable
-
-            run_guarded("the log callable", lambda: sink(int(lvl), _native.decode(message)), failed)
-
-        self._register("qc_companion_set_log_callback", _native.LOG_FN(thunk), level)
-        self._log_fn = fn
+        self._set_diff_callback(
+            "qc_companion_set_close_diff_callback",
+            _native.CLOSE_DIFF_FN,
+            fn,
+            "the close-diff callable",
+            "the IDE could not close the diff",
+            "the IDE failed to close the diff: ",
+            decide,
+        )
 
 
 def _u32(value, name):

@@ -39,34 +39,22 @@ with its traceback (``logging`` logger ``qwen_companion``) and reported to the
 consumed (unless ``manual_ack``: then only :meth:`Participant.ack` consumes it).
 """
 
-import atexit
-import ctypes
 import json
-import logging
-import threading
-import weakref
 
 from typing import Any, Callable, Dict, List, Optional, Union  # noqa: F401 (type comments)
 
 from . import _native
+from ._handle import LogCallable, NativeHandle, camel, closed_at_exit
+from ._handle import config_json as _config_json
+from ._handle import library_logger, logger  # noqa: F401 (still this module's names)
 from ._native import (
-    ClosedError,
     CompanionError,
-    InvalidHandleError,
-    LOG_ERROR,
     LOG_INFO,
-    PY_LOG_LEVELS,
-    describe_exception,
     encode,
     run_guarded,
 )
-from .companion import _camel
 
 JsonCallable = Callable[[Any], Any]
-LogCallable = Callable[[int, str], Any]
-
-library_logger = logging.getLogger("qwen_companion.library")
-logger = logging.getLogger("qwen_companion")
 
 
 class _Unset(object):
@@ -80,21 +68,6 @@ class _Unset(object):
 #: Default of arguments where ``None`` means JSON ``null`` (e.g. ``review_class=None``
 #: is "review class unknown", while leaving it out keeps the library default).
 UNSET = _Unset()
-
-_live = weakref.WeakSet()  # type: weakref.WeakSet
-
-
-@atexit.register
-def _close_all_at_exit():
-    # type: () -> None
-    # Library threads must not call into an interpreter that is shutting down;
-    # closing also removes our registry records and sockets.
-    for participant in list(_live):
-        try:
-            participant.close()
-        except BaseException:
-            pass
-
 
 def _path(value, name):
     # type: (Any, str) -> str
@@ -111,7 +84,7 @@ def _options(values):
             continue
         if value is None and key not in ("review_class",):
             continue
-        out[_camel(key)] = value
+        out[camel(key)] = value
     return out
 
 
@@ -127,7 +100,7 @@ def _optional_text(value, name):
     return None if value is None else encode(value, name)
 
 
-class Participant(object):
+class Participant(NativeHandle):
     """A cross-session participant: an inbox and the sessions registered behind it.
 
     ``with Participant(...) as p:`` closes it on exit: every session is
@@ -177,6 +150,14 @@ class Participant(object):
     ``library`` is the path of the shared library (see :func:`load_library`).
     """
 
+    _NAME = "Participant"
+    _WHAT = "the participant"
+    _NEW_FN = "qc_participant_new"
+    _FREE_FN = "qc_participant_free"
+    _LOG_SETTER = "qc_participant_set_log_callback"
+    # Closing at exit also removes our registry records and sockets.
+    _LIVE = closed_at_exit()
+
     def __init__(
         self,
         qwen_home=None,  # type: Optional[Any]
@@ -205,10 +186,7 @@ class Participant(object):
         library=None,  # type: Optional[Any]
     ):
         # type: (...) -> None
-        self._handle = None  # type: Optional[int]
-        self._lock = threading.Lock()
-        self._lib = _native.load(library)
-        self._log_fn = None  # type: Optional[LogCallable]
+        self._init_handle(library)
         given = _options(
             {
                 "qwen_home": None if qwen_home is None else _path(qwen_home, "qwen_home"),
@@ -230,20 +208,10 @@ class Participant(object):
                 "line_deadline_ms": line_deadline_ms,
             }
         )
-        if isinstance(config, str):
-            if given:
-                raise TypeError("config given as a JSON string: pass no other configuration arguments")
-            config_json = config
-        else:
-            settings = dict(config or {})
-            settings.update(given)
-            config_json = json.dumps(settings)
+        config_json = _config_json(config, given)[0]
 
-        out = ctypes.c_void_p()
-        self._lib.call("qc_participant_new", encode(config_json, "config"), ctypes.byref(out))
-        self._handle = out.value
-        _live.add(self)
-        try:
+        def setup():
+            # type: () -> None
             self.set_log_callback(log, log_level)
             if on_message is not None:
                 self.set_message_callback(on_message)
@@ -251,43 +219,19 @@ class Participant(object):
                 self.set_receipt_callback(on_receipt)
             if on_held is not None:
                 self.set_held_callback(on_held)
-        except BaseException:
-            self.close()
-            raise
+
+        self._create(config_json, setup)
 
     # ------------------------------------------------------------------
     # lifetime
 
-    def __enter__(self):
-        # type: () -> Participant
-        return self
-
-    def __exit__(self, *exc):
-        # type: (*Any) -> None
-        self.close()
-
-    def __del__(self):
-        # type: () -> None
-        try:
-            self.close()
-        except BaseException:
-            pass
-
-    def __repr__(self):
+    def _repr_state(self):
         # type: () -> str
-        if self._handle is None:
-            return "<qwen_companion.Participant closed>"
         try:
             names = [s.get("name") for s in self.sessions()]
         except CompanionError:
-            return "<qwen_companion.Participant closed>"
-        return "<qwen_companion.Participant sessions={!r}>".format(names)
-
-    @property
-    def closed(self):
-        # type: () -> bool
-        """True once :meth:`close` was called."""
-        return self._handle is None
+            return "closed"
+        return "sessions={!r}".format(names)
 
     def close(self):
         # type: () -> None
@@ -300,46 +244,7 @@ class Participant(object):
         it waits for a running callable to return. Any later call raises
         :class:`ClosedError`.
         """
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        _live.discard(self)
-        status = self._lib.qc_participant_free(handle)
-        if status not in (_native.QC_OK, _native.QC_INVALID_HANDLE):
-            raise _native.make_error(status, "qc_participant_free failed")
-
-    def _h(self):
-        # type: () -> int
-        handle = self._handle
-        if handle is None:
-            raise ClosedError("the participant is closed", _native.QC_INVALID_HANDLE)
-        return handle
-
-    def _closed_instead(self):
-        # type: () -> None
-        if self._handle is None:  # closed by another thread meanwhile
-            raise ClosedError("the participant is closed", _native.QC_INVALID_HANDLE)
-
-    def _call(self, fname, *args):
-        # type: (str, *Any) -> None
-        try:
-            self._lib.call(fname, self._h(), *args)
-        except InvalidHandleError:
-            self._closed_instead()
-            raise
-
-    def _call_string(self, fname, *args):
-        # type: (str, *Any) -> str
-        try:
-            return self._lib.call_string(fname, self._h(), *args)
-        except InvalidHandleError:
-            self._closed_instead()
-            raise
-
-    def _call_json(self, fname, *args):
-        # type: (str, *Any) -> Any
-        return json.loads(self._call_string(fname, *args))
+        self._free()
 
     # ------------------------------------------------------------------
     # our sessions
@@ -587,51 +492,26 @@ class Participant(object):
     # ------------------------------------------------------------------
     # callables
 
-    def _report_callback_error(self, what, e):
-        # type: (str, BaseException) -> None
-        log_fn = self._log_fn
-        if log_fn is None:
-            return  # already logged through `logging` by run_guarded
-        try:
-            log_fn(LOG_ERROR, "exception in {}: {}".format(what, describe_exception(e)))
-        except BaseException:
-            logger.error("exception in the log callable", exc_info=True)
-
-    def _register_callback(self, setter, thunk, *extra):
-        # type: (str, Any, *Any) -> None
-        lib = self._lib
-        key = lib.callbacks.add(thunk)
-        try:
-            self._call(setter, thunk, key, lib.callbacks.free_thunk, *extra)
-        except BaseException:
-            lib.callbacks.discard(key)
-            raise
-
     def _set_json_callback(self, setter, what, fn):
         # type: (str, str, Optional[JsonCallable]) -> None
-        if fn is None:
-            # JSON_FN() is a NULL function pointer (ctypes refuses None here).
-            self._call(setter, _native.JSON_FN(), None, _native.FREE_FN())
-            return
-        if not callable(fn):
+        if fn is not None and not callable(fn):
             raise TypeError("{} must be callable, not {}".format(what, type(fn).__name__))
-        me = weakref.ref(self)  # the thunk must not keep the participant alive
 
-        def thunk(_user_data, data):
-            # type: (Any, Optional[bytes]) -> None
-            def run():
-                # type: () -> None
-                fn(json.loads(_native.decode(data)))
+        def make_thunk():
+            # type: () -> Callable[[Any, Optional[bytes]], None]
+            report = self._error_reporter(what)  # the thunk must not keep the participant alive
 
-            def failed(e):
-                # type: (BaseException) -> None
-                owner = me()
-                if owner is not None:
-                    owner._report_callback_error(what, e)
+            def thunk(_user_data, data):
+                # type: (Any, Optional[bytes]) -> None
+                def run():
+                    # type: () -> None
+                    fn(json.loads(_native.decode(data)))
 
-            run_guarded(what, run, failed)
+                run_guarded(what, run, report)
 
-        self._register_callback(setter, _native.JSON_FN(thunk))
+            return thunk
+
+        self._set_callback(setter, _native.JSON_FN, fn, make_thunk)
 
     def set_message_callback(self, fn):
         # type: (Optional[JsonCallable]) -> None
@@ -650,31 +530,3 @@ class Participant(object):
         """Sets (``None`` removes) ``fn(held)``, called with the whole hold
         buffer after each change (runs on the library thread)."""
         self._set_json_callback("qc_participant_set_held_callback", "the on_held callable", fn)
-
-    def set_log_callback(self, fn, level=LOG_INFO):
-        # type: (Optional[LogCallable], int) -> None
-        """Sets the log callable ``fn(level, message)`` for library lines up to
-        ``level``; ``None`` forwards them to the ``logging`` logger
-        ``qwen_companion.library``. Runs on the library thread."""
-        if level not in PY_LOG_LEVELS:
-            raise _native.InvalidArgumentError(
-                "level must be LOG_ERROR (1) .. LOG_TRACE (5), got {!r}".format(level),
-                _native.QC_INVALID_ARGUMENT,
-            )
-        if fn is None:
-            def sink(lvl, message):
-                # type: (int, str) -> None
-                library_logger.log(PY_LOG_LEVELS.get(lvl, logging.INFO), "%s", message)
-        else:
-            sink = fn
-
-        def thunk(_user_data, lvl, message):
-            # type: (Any, int, Optional[bytes]) -> None
-            def failed(e):
-                # type: (BaseException) -> None
-                return None  # logged by run_guarded; never re-enter the log callable
-
-            run_guarded("the log callable", lambda: sink(int(lvl), _native.decode(message)), failed)
-
-        self._register_callback("qc_participant_set_log_callback", _native.LOG_FN(thunk), level)
-        self._log_fn = fn

@@ -1,11 +1,8 @@
 package qwen.companion
 
-import com.sun.jna.CallbackThreadInitializer
-import com.sun.jna.Native
 import com.sun.jna.Pointer
 import com.sun.jna.ptr.PointerByReference
 import com.sun.jna.ptr.ShortByReference
-import java.lang.ref.Cleaner
 
 /** Log levels of the library (`QC_LOG_*`). */
 enum class LogLevel(val code: Int) {
@@ -125,73 +122,32 @@ class QwenCompanion private constructor(
     ) : this(config.toJson(), library, Unit)
 
     private val n: QcNative = library.native
-    private val callbacks = Callbacks()
-    private val guard: HandleGuard
-    private val cleanable: Cleaner.Cleanable
-
-    init {
-        val out = PointerByReference()
-        val err = PointerByReference()
-        val status = n.qc_companion_new(if (configJson == null) null else CStrings.terminated(configJson), out, err)
-        library.check("qc_companion_new", status, err)
-        val handle = out.value ?: throw QwenCompanionException.Call("qc_companion_new", QcStatus.INTERNAL.code, "no handle returned")
-        val lib = library
-        val held = callbacks
-        guard = HandleGuard("QwenCompanion", handle) { h ->
-            lib.native.qc_companion_free(h)
-            // The library has dropped every user_data by now (finalizers ran);
-            // the callbacks may go.
-            held.clear()
-        }
-        cleanable = CLEANER.register(this, guard)
-    }
-
-    /** The callbacks currently registered, held for the handle's life. */
-    private class Callbacks {
-        @Volatile var log: QcNative.LogFn? = null
-        @Volatile var openDiff: QcNative.OpenDiffFn? = null
-        @Volatile var closeDiff: QcNative.CloseDiffFn? = null
-
-        fun clear() {
-            log = null
-            openDiff = null
-            closeDiff = null
-        }
-    }
+    private val handle = NativeHandle(
+        this, "QwenCompanion", library, "qc_companion_new", configJson,
+        QcNative::qc_companion_new, QcNative::qc_companion_free
+    )
 
     /** True after [close]. */
-    val isClosed: Boolean get() = guard.isClosed
+    val isClosed: Boolean get() = handle.isClosed
 
-    private fun <T> call(function: String, block: (Pointer, PointerByReference) -> Int, result: () -> T): T =
-        guard.use { h ->
-            val err = PointerByReference()
-            library.check(function, block(h, err), err)
-            result()
-        }
-
-    private fun call(function: String, block: (Pointer, PointerByReference) -> Int) {
-        call(function, block) { Unit }
-    }
-
-    private fun outString(function: String, f: (Pointer, PointerByReference, PointerByReference) -> Int): String {
-        val out = PointerByReference()
-        return call(function, { h, err -> f(h, out, err) }) {
-            library.takeString(out.value) ?: ""
-        }
+    /** `function(handle, path, error)`. */
+    private fun pathCall(function: String, path: String, f: (Pointer?, ByteArray?, PointerByReference?) -> Int) {
+        val p = CStrings.arg(path, function, "path")
+        handle.call(function) { h, err -> f(h, p, err) }
     }
 
     // ---- lifecycle -------------------------------------------------------
 
     /** Binds 127.0.0.1 on a free port and writes the lock file (`ALREADY_RUNNING` if running). */
-    fun start() = call("qc_companion_start") { h, err -> n.qc_companion_start(h, err) }
+    fun start() = handle.call("qc_companion_start") { h, err -> n.qc_companion_start(h, err) }
 
     /** Closes every client session and removes the lock file (`NOT_RUNNING` if not running). */
-    fun stop() = call("qc_companion_stop") { h, err -> n.qc_companion_stop(h, err) }
+    fun stop() = handle.call("qc_companion_stop") { h, err -> n.qc_companion_stop(h, err) }
 
     /** The listening port (`NOT_RUNNING` when stopped). */
     fun port(): Int {
         val out = ShortByReference()
-        return call("qc_companion_port", { h, err -> n.qc_companion_port(h, out, err) }) {
+        return handle.call("qc_companion_port", { h, err -> n.qc_companion_port(h, out, err) }) {
             out.value.toInt() and 0xFFFF
         }
     }
@@ -208,11 +164,11 @@ class QwenCompanion private constructor(
 
     /** Path of the lock file `<lockDir>/<port>.lock` (`NOT_RUNNING` when stopped). */
     fun lockFilePath(): String =
-        outString("qc_companion_lock_file_path") { h, out, err -> n.qc_companion_lock_file_path(h, out, err) }
+        handle.outString("qc_companion_lock_file_path") { h, out, err -> n.qc_companion_lock_file_path(h, out, err) }
 
     /** The terminal environment as the library's JSON object text. */
     fun terminalEnvJson(): String =
-        outString("qc_companion_terminal_env_json") { h, out, err -> n.qc_companion_terminal_env_json(h, out, err) }
+        handle.outString("qc_companion_terminal_env_json") { h, out, err -> n.qc_companion_terminal_env_json(h, out, err) }
 
     /**
      * Variables to set in the IDE's integrated terminals
@@ -228,34 +184,25 @@ class QwenCompanion private constructor(
     /** Replaces the workspace roots (absolute paths); rewrites the lock file when running. */
     fun setWorkspaceRoots(roots: List<String>) {
         val json = CStrings.terminated(Json.write(roots))
-        call("qc_companion_set_workspace_roots_json") { h, err -> n.qc_companion_set_workspace_roots_json(h, json, err) }
+        handle.call("qc_companion_set_workspace_roots_json") { h, err -> n.qc_companion_set_workspace_roots_json(h, json, err) }
     }
 
     // ---- editor context --------------------------------------------------
 
     /** The editor opened [path] (not necessarily focused). */
-    fun fileOpened(path: String) {
-        val p = CStrings.arg(path, "qc_companion_file_opened", "path")
-        call("qc_companion_file_opened") { h, err -> n.qc_companion_file_opened(h, p, err) }
-    }
+    fun fileOpened(path: String) = pathCall("qc_companion_file_opened", path, n::qc_companion_file_opened)
 
     /** [path] got the focus: it becomes the active file. */
-    fun fileFocused(path: String) {
-        val p = CStrings.arg(path, "qc_companion_file_focused", "path")
-        call("qc_companion_file_focused") { h, err -> n.qc_companion_file_focused(h, p, err) }
-    }
+    fun fileFocused(path: String) = pathCall("qc_companion_file_focused", path, n::qc_companion_file_focused)
 
     /** The editor closed [path]. */
-    fun fileClosed(path: String) {
-        val p = CStrings.arg(path, "qc_companion_file_closed", "path")
-        call("qc_companion_file_closed") { h, err -> n.qc_companion_file_closed(h, p, err) }
-    }
+    fun fileClosed(path: String) = pathCall("qc_companion_file_closed", path, n::qc_companion_file_closed)
 
     /** [oldPath] was renamed (or moved) to [newPath]. */
     fun fileRenamed(oldPath: String, newPath: String) {
         val o = CStrings.arg(oldPath, "qc_companion_file_renamed", "oldPath")
         val p = CStrings.arg(newPath, "qc_companion_file_renamed", "newPath")
-        call("qc_companion_file_renamed") { h, err -> n.qc_companion_file_renamed(h, o, p, err) }
+        handle.call("qc_companion_file_renamed") { h, err -> n.qc_companion_file_renamed(h, o, p, err) }
     }
 
     /**
@@ -270,7 +217,7 @@ class QwenCompanion private constructor(
                 "cursor line and character are 1-based and must be at least 1 (got $line:$character)")
         }
         val p = if (path == null) null else CStrings.arg(path, "qc_companion_set_cursor", "path")
-        call("qc_companion_set_cursor") { h, err -> n.qc_companion_set_cursor(h, p, line, character, err) }
+        handle.call("qc_companion_set_cursor") { h, err -> n.qc_companion_set_cursor(h, p, line, character, err) }
     }
 
     /**
@@ -281,22 +228,22 @@ class QwenCompanion private constructor(
         val p = if (path == null) null else CStrings.arg(path, "qc_companion_set_selection", "path")
         val t = if (text == null || text.length == 0) null else CStrings.terminated(text)
         val len = if (t == null) 0L else (t.size - 1).toLong()
-        call("qc_companion_set_selection") { h, err -> n.qc_companion_set_selection(h, p, t, len, err) }
+        handle.call("qc_companion_set_selection") { h, err -> n.qc_companion_set_selection(h, p, t, len, err) }
     }
 
     /** Sets `isTrusted` of the workspace. */
     fun setTrusted(trusted: Boolean) =
-        call("qc_companion_set_trusted") { h, err -> n.qc_companion_set_trusted(h, if (trusted) 1 else 0, err) }
+        handle.call("qc_companion_set_trusted") { h, err -> n.qc_companion_set_trusted(h, if (trusted) 1 else 0, err) }
 
     /** Replaces the whole editor state with an `IdeContext` JSON document (`INVALID_JSON` when bad). */
     fun setContextJson(ideContextJson: String) {
         val j = CStrings.terminated(ideContextJson)
-        call("qc_companion_set_context_json") { h, err -> n.qc_companion_set_context_json(h, j, err) }
+        handle.call("qc_companion_set_context_json") { h, err -> n.qc_companion_set_context_json(h, j, err) }
     }
 
     /** The normalised `IdeContext` JSON as clients get it (works when stopped too). */
     fun contextJson(): String =
-        outString("qc_companion_context_json") { h, out, err -> n.qc_companion_context_json(h, out, err) }
+        handle.outString("qc_companion_context_json") { h, out, err -> n.qc_companion_context_json(h, out, err) }
 
     // ---- diffs -------------------------------------------------------------
 
@@ -311,20 +258,14 @@ class QwenCompanion private constructor(
         // Always a real buffer (with a trailing NUL) so "" is sent as empty text, not as NULL.
         val c = if (content == null) null else CStrings.terminated(content)
         val len = if (c == null) 0L else (c.size - 1).toLong()
-        call("qc_companion_diff_accept") { h, err -> n.qc_companion_diff_accept(h, p, c, len, err) }
+        handle.call("qc_companion_diff_accept") { h, err -> n.qc_companion_diff_accept(h, p, c, len, err) }
     }
 
     /** The user rejected the diff of [path]: sends `ide/diffRejected` (`NOT_FOUND` when none is open). */
-    fun diffReject(path: String) {
-        val p = CStrings.arg(path, "qc_companion_diff_reject", "path")
-        call("qc_companion_diff_reject") { h, err -> n.qc_companion_diff_reject(h, p, err) }
-    }
+    fun diffReject(path: String) = pathCall("qc_companion_diff_reject", path, n::qc_companion_diff_reject)
 
     /** The user closed the diff view of [path] without deciding: sends `ide/diffClosed` (`NOT_FOUND` when none is open). */
-    fun diffClosed(path: String) {
-        val p = CStrings.arg(path, "qc_companion_diff_closed", "path")
-        call("qc_companion_diff_closed") { h, err -> n.qc_companion_diff_closed(h, p, err) }
-    }
+    fun diffClosed(path: String) = pathCall("qc_companion_diff_closed", path, n::qc_companion_diff_closed)
 
     // ---- callbacks -------------------------------------------------------
 
@@ -333,12 +274,8 @@ class QwenCompanion private constructor(
      * null removes the handler. Exceptions from [handler] are swallowed.
      */
     @JvmOverloads
-    fun setLogHandler(handler: ((LogLevel, String) -> Unit)?, maxLevel: LogLevel = LogLevel.INFO) {
-        val cb = if (handler == null) null else LogAdapter(handler)
-        register("qc_companion_set_log_callback", cb, { callbacks.log = cb }) { h, token, err ->
-            n.qc_companion_set_log_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, maxLevel.code, err)
-        }
-    }
+    fun setLogHandler(handler: ((LogLevel, String) -> Unit)?, maxLevel: LogLevel = LogLevel.INFO) =
+        handle.setLogHandler("qc_companion_set_log_callback", handler, maxLevel, QcNative::qc_companion_set_log_callback)
 
     /**
      * Asked (on the `qc-cb` thread) to show a diff of `path` (absolute) with
@@ -348,10 +285,8 @@ class QwenCompanion private constructor(
      * [diffClosed]. An exception refuses with its text.
      */
     fun onOpenDiff(handler: ((path: String, newContent: String) -> OpenDiffResult)?) {
-        val cb = if (handler == null) null else OpenDiffAdapter(library, handler)
-        register("qc_companion_set_open_diff_callback", cb, { callbacks.openDiff = cb }) { h, token, err ->
-            n.qc_companion_set_open_diff_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, err)
-        }
+        val cb: QcNative.OpenDiffFn? = if (handler == null) null else OpenDiffAdapter(library, handler)
+        handle.register("qc_companion_set_open_diff_callback", cb, QcNative::qc_companion_set_open_diff_callback)
     }
 
     /**
@@ -361,29 +296,8 @@ class QwenCompanion private constructor(
      * handler (then `closeDiff` answers with the proposed text).
      */
     fun onCloseDiff(handler: ((path: String) -> String?)?) {
-        val cb = if (handler == null) null else CloseDiffAdapter(library, handler)
-        register("qc_companion_set_close_diff_callback", cb, { callbacks.closeDiff = cb }) { h, token, err ->
-            n.qc_companion_set_close_diff_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, err)
-        }
-    }
-
-    private fun register(
-        function: String,
-        cb: com.sun.jna.Callback?,
-        hold: () -> Unit,
-        set: (Pointer, Pointer?, PointerByReference) -> Int
-    ) {
-        val token = if (cb == null) null else {
-            Native.setCallbackThreadInitializer(cb, CALLBACK_THREAD)
-            CallbackRegistry.retain(cb)
-        }
-        try {
-            call(function) { h, err -> set(h, token, err) }
-        } catch (t: Throwable) {
-            if (token != null) CallbackRegistry.release(token)
-            throw t
-        }
-        hold()
+        val cb: QcNative.CloseDiffFn? = if (handler == null) null else CloseDiffAdapter(library, handler)
+        handle.register("qc_companion_set_close_diff_callback", cb, QcNative::qc_companion_set_close_diff_callback)
     }
 
     // ---- teardown --------------------------------------------------------
@@ -394,29 +308,11 @@ class QwenCompanion private constructor(
      * is still running on another thread, that call frees the handle when it
      * returns.
      */
-    override fun close() {
-        cleanable.clean()
-    }
+    override fun close() = handle.close()
 
-    override fun toString(): String {
-        val state = try {
-            if (isClosed) "closed" else portOrNull()?.let { "port $it" } ?: "stopped"
-        } catch (e: QwenCompanionException) {
-            "closed"
-        }
-        return "QwenCompanion($state)"
-    }
+    override fun toString(): String = handle.describeAs { portOrNull()?.let { "port $it" } ?: "stopped" }
 
     companion object {
-        private val CLEANER: Cleaner = Cleaner.create()
-
-        /**
-         * Callbacks run on the library's single callback thread; attach it to
-         * the JVM once (as a daemon named `qc-cb`) instead of attaching and
-         * detaching on every call.
-         */
-        private val CALLBACK_THREAD = CallbackThreadInitializer(true, false, "qc-cb")
-
         /** Creates a companion from a raw `config_json` (null = defaults). */
         @JvmStatic
         @JvmOverloads
@@ -426,14 +322,6 @@ class QwenCompanion private constructor(
         /** The number of callback objects pinned for the library, process-wide (diagnostics). */
         @JvmStatic
         val pinnedCallbacks: Int get() = CallbackRegistry.size
-
-        /** Best-effort text of a throwable for a reply (never throws). */
-        internal fun describe(t: Throwable): String = try {
-            val m = t.message
-            if (m.isNullOrBlank()) t.javaClass.name else "${t.javaClass.simpleName}: $m"
-        } catch (e: Throwable) {
-            "exception"
-        }
 
         /** `qc_reply_set_text`, never throwing (the reply is best effort). */
         internal fun setReply(library: QwenCompanionLibrary, reply: Pointer?, text: String) {
@@ -447,30 +335,39 @@ class QwenCompanion private constructor(
         }
     }
 
-    private class LogAdapter(val handler: (LogLevel, String) -> Unit) : QcNative.LogFn {
-        override fun invoke(userData: Pointer?, level: Int, message: Pointer?) {
+    /**
+     * What both diff adapters share: the path check, and a failure reply with
+     * the text of whatever the handler throws (nothing unwinds into native code).
+     */
+    private abstract class DiffAdapter(
+        val library: QwenCompanionLibrary,
+        private val tool: String,
+        private val failure: String
+    ) {
+        /** Runs [decide] with the path; it returns 0 (done) or 1 (refused). */
+        protected fun answer(filePath: Pointer?, reply: Pointer?, decide: (String) -> Int): Int {
             try {
-                handler(LogLevel.fromCode(level), CStrings.readZ(message) ?: "")
+                val path = CStrings.readZ(filePath)
+                if (path == null) {
+                    setReply(library, reply, "$tool: file path is NULL")
+                    return 1
+                }
+                return decide(path)
             } catch (t: Throwable) {
-                // A log handler has no way to report failure; never unwind into native code.
+                setReply(library, reply, "$failure: ${NativeHandle.describe(t)}")
+                return 1
             }
         }
     }
 
     private class OpenDiffAdapter(
-        val library: QwenCompanionLibrary,
+        library: QwenCompanionLibrary,
         val handler: (String, String) -> OpenDiffResult
-    ) : QcNative.OpenDiffFn {
-        override fun invoke(userData: Pointer?, filePath: Pointer?, newContent: Pointer?, newContentLen: Long, reply: Pointer?): Int {
-            try {
-                val path = CStrings.readZ(filePath)
-                if (path == null) {
-                    setReply(library, reply, "openDiff: file path is NULL")
-                    return 1
-                }
-                val content = CStrings.read(newContent, newContentLen)
-                val r = handler(path, content)
-                return when (r) {
+    ) : DiffAdapter(library, "openDiff", "the IDE failed to open the diff"), QcNative.OpenDiffFn {
+        override fun invoke(userData: Pointer?, filePath: Pointer?, newContent: Pointer?, newContentLen: Long, reply: Pointer?): Int =
+            answer(filePath, reply) { path ->
+                val r = handler(path, CStrings.read(newContent, newContentLen))
+                when (r) {
                     is OpenDiffResult.Shown -> 0
                     is OpenDiffResult.Refused -> {
                         val m = r.message
@@ -478,31 +375,18 @@ class QwenCompanion private constructor(
                         1
                     }
                 }
-            } catch (t: Throwable) {
-                setReply(library, reply, "the IDE failed to open the diff: ${describe(t)}")
-                return 1
             }
-        }
     }
 
     private class CloseDiffAdapter(
-        val library: QwenCompanionLibrary,
+        library: QwenCompanionLibrary,
         val handler: (String) -> String?
-    ) : QcNative.CloseDiffFn {
-        override fun invoke(userData: Pointer?, filePath: Pointer?, reply: Pointer?): Int {
-            try {
-                val path = CStrings.readZ(filePath)
-                if (path == null) {
-                    setReply(library, reply, "closeDiff: file path is NULL")
-                    return 1
-                }
+    ) : DiffAdapter(library, "closeDiff", "the IDE failed to close the diff"), QcNative.CloseDiffFn {
+        override fun invoke(userData: Pointer?, filePath: Pointer?, reply: Pointer?): Int =
+            answer(filePath, reply) { path ->
                 val text = handler(path)
                 if (text != null) setReply(library, reply, text)
-                return 0
-            } catch (t: Throwable) {
-                setReply(library, reply, "the IDE failed to close the diff: ${describe(t)}")
-                return 1
+                0
             }
-        }
     }
 }

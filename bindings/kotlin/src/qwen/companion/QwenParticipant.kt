@@ -1,11 +1,7 @@
 package qwen.companion
 
-import com.sun.jna.Callback
-import com.sun.jna.CallbackThreadInitializer
-import com.sun.jna.Native
 import com.sun.jna.Pointer
 import com.sun.jna.ptr.PointerByReference
-import java.lang.ref.Cleaner
 
 /** `inboundPolicy`: what a session does with peer messages (unset = mode parity). */
 enum class InboundPolicy(val wire: String) {
@@ -211,85 +207,19 @@ class QwenParticipant private constructor(
     ) : this(config.toJson(), library, Unit)
 
     private val n: QcNative = library.native
-    private val callbacks = Callbacks()
-    private val reporter = Reporter()
-    private val guard: HandleGuard
-    private val cleanable: Cleaner.Cleanable
-
-    init {
-        val out = PointerByReference()
-        val err = PointerByReference()
-        val status = n.qc_participant_new(if (configJson == null) null else CStrings.terminated(configJson), out, err)
-        library.check("qc_participant_new", status, err)
-        val handle = out.value ?: throw QwenCompanionException.Call("qc_participant_new", QcStatus.INTERNAL.code, "no handle returned")
-        val lib = library
-        val held = callbacks
-        guard = HandleGuard("QwenParticipant", handle) { h ->
-            lib.native.qc_participant_free(h)
-            // The library has dropped every user_data by now (finalizers ran).
-            held.clear()
-        }
-        cleanable = CLEANER.register(this, guard)
-    }
-
-    /** The callbacks currently registered, held for the handle's life. */
-    private class Callbacks {
-        @Volatile var log: QcNative.LogFn? = null
-        @Volatile var message: QcNative.JsonFn? = null
-        @Volatile var receipt: QcNative.JsonFn? = null
-        @Volatile var held: QcNative.JsonFn? = null
-
-        fun clear() {
-            log = null
-            message = null
-            receipt = null
-            held = null
-        }
-    }
-
-    /**
-     * Where handler failures go: the current log handler. A separate object,
-     * so the adapters (pinned by the process-wide registry until their
-     * finalizer runs) never keep the participant itself reachable.
-     */
-    private class Reporter {
-        @Volatile var log: ((LogLevel, String) -> Unit)? = null
-
-        fun failed(what: String, t: Throwable) {
-            try {
-                log?.invoke(LogLevel.ERROR, "exception in the $what handler: ${describe(t)}")
-            } catch (e: Throwable) {
-                // nowhere left to report; never unwind into native code
-            }
-        }
-    }
+    private val handle = NativeHandle(
+        this, "QwenParticipant", library, "qc_participant_new", configJson,
+        QcNative::qc_participant_new, QcNative::qc_participant_free
+    )
 
     /** True after [close]. */
-    val isClosed: Boolean get() = guard.isClosed
-
-    private fun <T> call(function: String, block: (Pointer, PointerByReference) -> Int, result: () -> T): T =
-        guard.use { h ->
-            val err = PointerByReference()
-            library.check(function, block(h, err), err)
-            result()
-        }
-
-    private fun call(function: String, block: (Pointer, PointerByReference) -> Int) {
-        call(function, block) { Unit }
-    }
-
-    private fun outString(function: String, f: (Pointer, PointerByReference, PointerByReference) -> Int): String {
-        val out = PointerByReference()
-        return call(function, { h, err -> f(h, out, err) }) {
-            library.takeString(out.value) ?: ""
-        }
-    }
+    val isClosed: Boolean get() = handle.isClosed
 
     private fun outObject(function: String, f: (Pointer, PointerByReference, PointerByReference) -> Int): Map<String, Any?> =
-        Json.parseObject(outString(function, f))
+        Json.parseObject(handle.outString(function, f))
 
     private fun outArray(function: String, f: (Pointer, PointerByReference, PointerByReference) -> Int): List<Map<String, Any?>> =
-        asObjects(Json.parse(outString(function, f)))
+        asObjects(Json.parse(handle.outString(function, f)))
 
     private fun arg(s: String, function: String, what: String): ByteArray = CStrings.arg(s, function, what)
 
@@ -314,11 +244,11 @@ class QwenParticipant private constructor(
     /** Unregisters [sessionId]: held and queued messages settle as `expired`; its record is removed. */
     fun unregister(sessionId: String) {
         val s = arg(sessionId, "qc_participant_unregister", "sessionId")
-        call("qc_participant_unregister") { h, err -> n.qc_participant_unregister(h, s, err) }
+        handle.call("qc_participant_unregister") { h, err -> n.qc_participant_unregister(h, s, err) }
     }
 
     /** Unregisters every session and closes the inbox; the handle stays valid (`qc_participant_close`). */
-    fun unregisterAll() = call("qc_participant_close") { h, err -> n.qc_participant_close(h, err) }
+    fun unregisterAll() = handle.call("qc_participant_close") { h, err -> n.qc_participant_close(h, err) }
 
     /** Gives [sessionId] a new id ([newSessionId] or a fresh UUID), rewriting the same record. */
     @JvmOverloads
@@ -347,7 +277,7 @@ class QwenParticipant private constructor(
 
     /** The inbox socket path, or null while no session is registered. */
     fun ipcPath(): String? = try {
-        outString("qc_participant_ipc_path") { h, out, err -> n.qc_participant_ipc_path(h, out, err) }
+        handle.outString("qc_participant_ipc_path") { h, out, err -> n.qc_participant_ipc_path(h, out, err) }
     } catch (e: QwenCompanionException.Call) {
         if (e.status == QcStatus.NOT_RUNNING) null else throw e
     }
@@ -358,7 +288,7 @@ class QwenParticipant private constructor(
     /** The inbound settings of [sessionId] as the library's JSON. */
     fun inboundSettingsJson(sessionId: String): String {
         val s = arg(sessionId, "qc_participant_inbound_settings_json", "sessionId")
-        return outString("qc_participant_inbound_settings_json") { h, out, err -> n.qc_participant_inbound_settings_json(h, s, out, err) }
+        return handle.outString("qc_participant_inbound_settings_json") { h, out, err -> n.qc_participant_inbound_settings_json(h, s, out, err) }
     }
 
     /** Replaces the inbound settings of [sessionId]; held messages are judged again. */
@@ -368,7 +298,7 @@ class QwenParticipant private constructor(
     fun updateInboundJson(sessionId: String, settingsJson: String) {
         val s = arg(sessionId, "qc_participant_update_inbound", "sessionId")
         val j = CStrings.terminated(settingsJson)
-        call("qc_participant_update_inbound") { h, err -> n.qc_participant_update_inbound(h, s, j, err) }
+        handle.call("qc_participant_update_inbound") { h, err -> n.qc_participant_update_inbound(h, s, j, err) }
     }
 
     // ---- the registry --------------------------------------------------------
@@ -492,19 +422,19 @@ class QwenParticipant private constructor(
     /** Delivers a held message (`NOT_FOUND` when no longer held, `REFUSED` when the input queue is full). */
     fun release(msgId: String) {
         val id = arg(msgId, "qc_participant_release", "msgId")
-        call("qc_participant_release") { h, err -> n.qc_participant_release(h, id, err) }
+        handle.call("qc_participant_release") { h, err -> n.qc_participant_release(h, id, err) }
     }
 
     /** Denies a held message (`NOT_FOUND` when no longer held). */
     fun deny(msgId: String) {
         val id = arg(msgId, "qc_participant_deny", "msgId")
-        call("qc_participant_deny") { h, err -> n.qc_participant_deny(h, id, err) }
+        handle.call("qc_participant_deny") { h, err -> n.qc_participant_deny(h, id, err) }
     }
 
     /** With `manualAck`: the host consumed a delivered message (`NOT_FOUND` when not queued). */
     fun ack(msgId: String) {
         val id = arg(msgId, "qc_participant_ack", "msgId")
-        call("qc_participant_ack") { h, err -> n.qc_participant_ack(h, id, err) }
+        handle.call("qc_participant_ack") { h, err -> n.qc_participant_ack(h, id, err) }
     }
 
     // ---- handlers ------------------------------------------------------------
@@ -515,12 +445,8 @@ class QwenParticipant private constructor(
      * handlers. Exceptions from [handler] are swallowed.
      */
     @JvmOverloads
-    fun setLogHandler(handler: ((LogLevel, String) -> Unit)?, maxLevel: LogLevel = LogLevel.INFO) {
-        val cb = if (handler == null) null else LogAdapter(handler)
-        register("qc_participant_set_log_callback", cb, { callbacks.log = cb; reporter.log = handler }) { h, token, err ->
-            n.qc_participant_set_log_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, maxLevel.code, err)
-        }
-    }
+    fun setLogHandler(handler: ((LogLevel, String) -> Unit)?, maxLevel: LogLevel = LogLevel.INFO) =
+        handle.setLogHandler("qc_participant_set_log_callback", handler, maxLevel, QcNative::qc_participant_set_log_callback)
 
     /**
      * Each delivered message (on the `qc-cb` thread): `msgId`, `sessionId`,
@@ -532,10 +458,8 @@ class QwenParticipant private constructor(
      * no handler is set wait (up to 50 per session). Null removes the handler.
      */
     fun onMessage(handler: ((Map<String, Any?>) -> Unit)?) {
-        val cb = if (handler == null) null else JsonAdapter("message", reporter) { v -> handler(asObject(v)) }
-        register("qc_participant_set_message_callback", cb, { callbacks.message = cb }) { h, token, err ->
-            n.qc_participant_set_message_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, err)
-        }
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("message", handle.reporter) { v -> handler(asObject(v)) }
+        handle.register("qc_participant_set_message_callback", cb, QcNative::qc_participant_set_message_callback)
     }
 
     /**
@@ -544,37 +468,14 @@ class QwenParticipant private constructor(
      * Null removes the handler.
      */
     fun onReceipt(handler: ((Map<String, Any?>) -> Unit)?) {
-        val cb = if (handler == null) null else JsonAdapter("receipt", reporter) { v -> handler(asObject(v)) }
-        register("qc_participant_set_receipt_callback", cb, { callbacks.receipt = cb }) { h, token, err ->
-            n.qc_participant_set_receipt_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, err)
-        }
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("receipt", handle.reporter) { v -> handler(asObject(v)) }
+        handle.register("qc_participant_set_receipt_callback", cb, QcNative::qc_participant_set_receipt_callback)
     }
 
     /** The whole hold buffer (as [held]) after each change, on the `qc-cb` thread. Null removes the handler. */
     fun onHeld(handler: ((List<Map<String, Any?>>) -> Unit)?) {
-        val cb = if (handler == null) null else JsonAdapter("held", reporter) { v -> handler(asObjects(v)) }
-        register("qc_participant_set_held_callback", cb, { callbacks.held = cb }) { h, token, err ->
-            n.qc_participant_set_held_callback(h, cb, token, if (cb == null) null else CallbackRegistry.FREE, err)
-        }
-    }
-
-    private fun register(
-        function: String,
-        cb: Callback?,
-        hold: () -> Unit,
-        set: (Pointer, Pointer?, PointerByReference) -> Int
-    ) {
-        val token = if (cb == null) null else {
-            Native.setCallbackThreadInitializer(cb, CALLBACK_THREAD)
-            CallbackRegistry.retain(cb)
-        }
-        try {
-            call(function) { h, err -> set(h, token, err) }
-        } catch (t: Throwable) {
-            if (token != null) CallbackRegistry.release(token)
-            throw t
-        }
-        hold()
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("held", handle.reporter) { v -> handler(asObjects(v)) }
+        handle.register("qc_participant_set_held_callback", cb, QcNative::qc_participant_set_held_callback)
     }
 
     // ---- teardown --------------------------------------------------------------
@@ -585,44 +486,16 @@ class QwenParticipant private constructor(
      * when the last call still running on another thread returns, if any.
      * Idempotent; safe from inside a handler.
      */
-    override fun close() {
-        if (!guard.isClosed) {
-            try {
-                guard.use { h -> n.qc_participant_close(h, null) }
-            } catch (e: QwenCompanionException.Closed) {
-                // closed meanwhile by another thread
-            }
-        }
-        cleanable.clean()
-    }
+    override fun close() = handle.close { h -> n.qc_participant_close(h, null) }
 
-    override fun toString(): String {
-        val state = try {
-            if (isClosed) "closed" else "sessions=${sessions().map { it["name"] }}"
-        } catch (e: QwenCompanionException) {
-            "closed"
-        }
-        return "QwenParticipant($state)"
-    }
+    override fun toString(): String = handle.describeAs { "sessions=${sessions().map { it["name"] }}" }
 
     companion object {
-        private val CLEANER: Cleaner = Cleaner.create()
-
-        /** The participant's callback thread, attached to the JVM once as a daemon named `qc-cb`. */
-        private val CALLBACK_THREAD = CallbackThreadInitializer(true, false, "qc-cb")
-
         /** Creates a participant from a raw `config_json` (null = defaults). */
         @JvmStatic
         @JvmOverloads
         fun fromJson(configJson: String?, library: QwenCompanionLibrary = QwenCompanionLibrary.load()): QwenParticipant =
             QwenParticipant(configJson, library, Unit)
-
-        internal fun describe(t: Throwable): String = try {
-            val m = t.message
-            if (m.isNullOrBlank()) t.javaClass.name else "${t.javaClass.simpleName}: $m"
-        } catch (e: Throwable) {
-            "exception"
-        }
 
         @Suppress("UNCHECKED_CAST")
         internal fun asObject(v: Any?): Map<String, Any?> =
@@ -634,19 +507,9 @@ class QwenParticipant private constructor(
         }
     }
 
-    private class LogAdapter(val handler: (LogLevel, String) -> Unit) : QcNative.LogFn {
-        override fun invoke(userData: Pointer?, level: Int, message: Pointer?) {
-            try {
-                handler(LogLevel.fromCode(level), CStrings.readZ(message) ?: "")
-            } catch (t: Throwable) {
-                // A log handler has no way to report failure; never unwind into native code.
-            }
-        }
-    }
-
     private class JsonAdapter(
         val what: String,
-        val reporter: Reporter,
+        val reporter: NativeHandle.Reporter,
         val handler: (Any?) -> Unit
     ) : QcNative.JsonFn {
         override fun invoke(userData: Pointer?, json: Pointer?) {
