@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs the IDE companion benchmark (benches/ide.rs) after installing what it needs:
-# node + npm (Debian packages, only when missing) and the Node baseline's pinned
-# dependencies (npm ci from bench/node-baseline/package-lock.json).
+# Runs the benchmarks after installing what they need: node + npm (Debian packages, only
+# when missing) and each Node baseline's pinned dependencies (npm ci from its lock file):
+#   benches/ide.rs       IDE companion vs bench/node-baseline (express + MCP SDK)
+#   benches/sessions.rs  cross-session messaging vs bench/sdk-baseline (@qwen-code/sdk PeerEndpoint)
 #
-#   bench/run.sh                  # full run (~1 min on 2 cores, plus the release build)
-#   QC_BENCH_N=500 bench/run.sh   # fewer round trips; see the knobs at the top of benches/ide.rs
+#   bench/run.sh                          # both (~1 min + ~20 s on 2 cores, plus the release build)
+#   QC_BENCH_ONLY=sessions bench/run.sh   # one of them (ide | sessions)
+#   QC_BENCH_N=500 bench/run.sh           # knobs: see the top of benches/ide.rs and benches/sessions.rs
 #
 # A missed target is reported, never a failure: the exit code is non-zero only when
 # something could not be built or installed.
@@ -12,7 +14,6 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-baseline="$here/node-baseline"
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -20,7 +21,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
   else
-    echo "bench/run.sh: node/npm missing; the Node baseline will be skipped" >&2
+    echo "bench/run.sh: node/npm missing; the Node baselines will be skipped" >&2
     export QC_BENCH_SKIP_NODE=1
   fi
 fi
@@ -32,11 +33,15 @@ if [ "${QC_BENCH_SKIP_NODE:-0}" != 1 ]; then
     exit 1
   fi
   # npm ci when node_modules is missing or older than the lock file
-  stamp="$baseline/node_modules/.package-lock.json"
-  if [ ! -f "$stamp" ] || [ "$baseline/package-lock.json" -nt "$stamp" ]; then
-    (cd "$baseline" && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+  for baseline in "$here/node-baseline" "$here/sdk-baseline"; do
+    stamp="$baseline/node_modules/.package-lock.json"
+    if [ ! -f "$stamp" ] || [ "$baseline/package-lock.json" -nt "$stamp" ]; then
+      (cd "$baseline" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  done
 fi
 
 cd "$root"
-exec cargo bench --bench ide "$@"
+for bench in ${QC_BENCH_ONLY:-ide sessions}; do
+  cargo bench --bench "$bench" "$@"
+done
