@@ -398,7 +398,8 @@ async fn connection(
     let mut controller_token: Option<String> = None;
     let mut line_deadline = Instant::now() + deadline;
     let mut recheck: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
+    // Small: most frames are short, and the 1 MiB line cap is checked per read.
+    let mut buf = vec![0u8; 8 * 1024];
     let mut lines = Vec::new();
     loop {
         let recheck_at = recheck.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
