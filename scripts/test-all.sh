@@ -44,6 +44,7 @@ suite rust-release-build cargo build --release --locked
 suite c-demo bash tests/c/run_demo_asan.sh
 suite python bash tests/python/run.sh
 suite kotlin bash bindings/kotlin/run-tests.sh
+suite neovim bash tests/neovim/run.sh
 suite e2e-real-cli bash tests/e2e/run_e2e.sh
 suite e2e-real-cli-sublime bash tests/e2e/run_e2e.sh --host sublime
 suite interop-sessions bash tests/interop/run_sessions.sh

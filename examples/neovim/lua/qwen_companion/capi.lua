@@ -1,0 +1,203 @@
+-- qwen_companion.capi: the C ABI of libqwen_companion through LuaJIT's FFI.
+--
+-- The declarations below are copied from include/qwen_companion.h (the
+-- authoritative header); tests/neovim/check_cdef.py fails when one of them no
+-- longer matches the header. Only the functions this plugin calls are
+-- declared. No callback type and no callback setter is declared: library
+-- callbacks run on a library thread, where Neovim's Lua state must never run.
+-- Diff requests are pulled instead (qc_companion_enable_events /
+-- qc_companion_next_event / qc_companion_respond), on Neovim's main loop.
+
+local ffi = require('ffi')
+
+local M = {}
+
+--- The ABI this binding was written for (QC_ABI_VERSION in the header).
+M.ABI_VERSION = 1
+
+--- Status codes (the header's QC_* table).
+M.status = {
+  QC_OK = 0,
+  QC_NULL_PARAMETER = 1,
+  QC_INVALID_UTF8 = 2,
+  QC_INVALID_JSON = 3,
+  QC_INVALID_ARGUMENT = 4,
+  QC_INVALID_HANDLE = 5,
+  QC_NOT_RUNNING = 6,
+  QC_ALREADY_RUNNING = 7,
+  QC_NOT_FOUND = 8,
+  QC_IO = 9,
+  QC_PANIC = 10,
+  QC_INTERNAL = 11,
+  QC_REFUSED = 12,
+}
+
+--- Log levels (QC_LOG_*).
+M.log = { ERROR = 1, WARN = 2, INFO = 3, DEBUG = 4, TRACE = 5 }
+
+--- The opaque handle and the status type.
+M.TYPES_CDEF = [[
+typedef struct qc_companion qc_companion;
+typedef uint32_t qc_status;
+]]
+
+--- The functions the editor side calls.
+M.FUNCTIONS_CDEF = [[
+qc_status qc_companion_new(const char *config_json, qc_companion **out, char **error);
+qc_status qc_companion_free(qc_companion *c);
+qc_status qc_companion_start(qc_companion *c, char **error);
+qc_status qc_companion_stop(qc_companion *c, char **error);
+qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
+qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);
+qc_status qc_companion_terminal_env_json(const qc_companion *c, char **out, char **error);
+qc_status qc_companion_set_workspace_roots_json(qc_companion *c,
+                                                const char *roots_json,
+                                                char **error);
+qc_status qc_companion_file_opened(qc_companion *c, const char *path, char **error);
+qc_status qc_companion_file_focused(qc_companion *c, const char *path, char **error);
+qc_status qc_companion_file_closed(qc_companion *c, const char *path, char **error);
+qc_status qc_companion_file_renamed(qc_companion *c,
+                                    const char *old_path,
+                                    const char *new_path,
+                                    char **error);
+qc_status qc_companion_set_cursor(qc_companion *c,
+                                  const char *path,
+                                  uint32_t line,
+                                  uint32_t character,
+                                  char **error);
+qc_status qc_companion_set_selection(qc_companion *c,
+                                     const char *path,
+                                     const char *text,
+                                     size_t len,
+                                     char **error);
+qc_status qc_companion_context_json(const qc_companion *c, char **out, char **error);
+qc_status qc_companion_diff_accept(qc_companion *c,
+                                   const char *path,
+                                   const char *content,
+                                   size_t len,
+                                   char **error);
+qc_status qc_companion_diff_reject(qc_companion *c, const char *path, char **error);
+qc_status qc_companion_diff_closed(qc_companion *c, const char *path, char **error);
+qc_status qc_companion_enable_events(qc_companion *c, int32_t *out_fd, char **error);
+qc_status qc_companion_next_event(qc_companion *c, char **out_json, char **error);
+qc_status qc_companion_respond(qc_companion *c,
+                               uint64_t id,
+                               int32_t ok,
+                               const char *text,
+                               size_t len,
+                               char **error);
+const char *qc_version(void);
+uint32_t qc_abi_version(void);
+const char *qc_status_name(qc_status status);
+void qc_string_free(char *s);
+]]
+
+local declared = false
+
+--- Declares the C types and functions once per Lua state (a second
+--- `ffi.cdef` of the same names would fail, e.g. after a plugin reload).
+function M.declare()
+  if declared then
+    return
+  end
+  if not pcall(ffi.typeof, 'qc_companion') then
+    ffi.cdef(M.TYPES_CDEF)
+  end
+  -- After a plugin reload (package.loaded cleared) the functions are already
+  -- declared in this Lua state: the same text again is a harmless redefinition.
+  local ok, err = pcall(ffi.cdef, M.FUNCTIONS_CDEF)
+  if not ok and not tostring(err):find('redefine', 1, true) then
+    error(err)
+  end
+  declared = true
+end
+
+--- The library path to load: `opt` (setup's `lib`), else
+--- `vim.g.qwen_companion_lib`, else `$QWEN_COMPANION_LIB`, else the bare name
+--- `qwen_companion` (found through the dynamic linker's search path).
+function M.library_path(opt)
+  local candidates = { opt, vim.g.qwen_companion_lib, os.getenv('QWEN_COMPANION_LIB') }
+  for i = 1, 3 do -- not ipairs: a nil candidate must not end the search
+    local p = candidates[i]
+    if type(p) == 'string' and p ~= '' then
+      return vim.fn.expand(p)
+    end
+  end
+  return 'qwen_companion'
+end
+
+local loaded = {} -- path -> clib (a library stays loaded for the session)
+
+--- Checks the library's ABI integer against the one this binding was
+--- written for. Returns true, or nil and a message.
+function M.check_abi(lib, expected)
+  expected = expected or M.ABI_VERSION
+  local got = tonumber(lib.qc_abi_version())
+  if got ~= expected then
+    return nil,
+      string.format(
+        'qwen-companion: the library has ABI %d, this plugin needs ABI %d (library version %s)',
+        got,
+        expected,
+        ffi.string(lib.qc_version())
+      )
+  end
+  return true
+end
+
+--- Loads the library at `path` and checks its ABI version.
+--- Returns the clib namespace, or nil and an error message.
+function M.load(path)
+  M.declare()
+  if loaded[path] then
+    return loaded[path]
+  end
+  local ok, lib = pcall(ffi.load, path)
+  if not ok then
+    return nil, string.format('qwen-companion: cannot load %s: %s', path, tostring(lib))
+  end
+  local abi_ok, abi_err = M.check_abi(lib)
+  if not abi_ok then
+    return nil, abi_err
+  end
+  loaded[path] = lib
+  return lib
+end
+
+--- Calls `lib[name](...)` with a trailing `char **error` and turns a failure
+--- into (nil, message, status). Returns true on success.
+function M.call(lib, name, ...)
+  local err = ffi.new('char *[1]')
+  local n = select('#', ...)
+  local args = { ... }
+  args[n + 1] = err
+  local st = tonumber(lib[name](unpack(args, 1, n + 1)))
+  if st == 0 then
+    return true
+  end
+  local msg
+  if err[0] ~= nil then
+    msg = ffi.string(err[0])
+    lib.qc_string_free(err[0])
+  end
+  return nil, string.format('%s: %s%s', name, ffi.string(lib.qc_status_name(st)), msg and (': ' .. msg) or ''), st
+end
+
+--- Calls a getter `lib[name](c, &out, &error)` whose `out` is an owned
+--- string; returns the Lua string, or nil and a message. A NULL `out` (an
+--- empty event queue for qc_companion_next_event) gives nil without message.
+function M.get_string(lib, name, c)
+  local out = ffi.new('char *[1]')
+  local ok, msg, st = M.call(lib, name, c, out)
+  if not ok then
+    return nil, msg, st
+  end
+  if out[0] == nil then
+    return nil
+  end
+  local s = ffi.string(out[0])
+  lib.qc_string_free(out[0])
+  return s
+end
+
+return M

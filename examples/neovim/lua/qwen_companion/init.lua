@@ -1,0 +1,856 @@
+-- qwen_companion: makes Neovim a Qwen Code IDE companion through the C ABI
+-- of libqwen_companion (LuaJIT FFI; no C compiler, no extra library).
+--
+--   require('qwen_companion').setup({ autostart = true })
+--   :QwenCompanionStart / :QwenCompanionStop / :QwenCompanionStatus
+--   :QwenDiffAccept / :QwenDiffReject (or :w in a proposed-diff buffer)
+--
+-- One companion serves the current working directory. Editor events feed the
+-- context (focused / opened / closed files, cursor, visual selection; only
+-- buffers backed by a regular file on disk); $QWEN_CODE_IDE_SERVER_PORT and
+-- $QWEN_CODE_IDE_WORKSPACE_PATH are set in Neovim's environment so
+-- :terminal (and every job) inherits them. Qwen Code's openDiff opens a tab
+-- with the file and the proposal side by side (diff mode).
+--
+-- Threading: every call into the library is made from Neovim's main thread,
+-- and no Lua function is ever registered as a C callback. Diff requests are
+-- pulled (the library's pull mode): a vim.uv poll handle watches the event fd,
+-- its callback drains qc_companion_next_event on the main loop, and requests
+-- are answered with qc_companion_respond. Library log lines are not
+-- delivered (that would need a callback).
+
+local ffi = require('ffi')
+local capi = require('qwen_companion.capi')
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+
+local M = {}
+
+--- Defaults; `setup(opts)` overrides them, and the `vim.g.qwen_companion_<key>`
+--- variables are read for the keys left nil.
+M.config = {
+  lib = nil, -- library path (else vim.g.qwen_companion_lib, $QWEN_COMPANION_LIB, 'qwen_companion')
+  lock_dir = nil, -- lock file directory (default: $QWEN_HOME/ide, else ~/.qwen/ide)
+  autostart = false, -- start on VimEnter
+  ide_name = 'Neovim',
+  ide_id = 'neovim',
+  debounce_ms = nil,
+  max_wait_ms = nil,
+  trusted = nil, -- workspace trust (library default: true)
+  -- How long Qwen Code's openDiff/closeDiff wait for Neovim, in ms (library
+  -- default 30000, range 100..600000). A request still unanswered then (the
+  -- main loop was busy that long) fails in the CLI and is never handed to Neovim.
+  request_timeout_ms = nil,
+  diffs = true, -- show Qwen Code's proposed edits (false: openDiff answers "no diff view")
+}
+
+local ENV_KEYS = { 'QWEN_CODE_IDE_SERVER_PORT', 'QWEN_CODE_IDE_WORKSPACE_PATH' }
+local DIFF_SCHEME = 'qwen-diff://'
+local MAX_SELECTION_BYTES = 49200 -- > 16384 UTF-16 units, so over-long text is still seen as such
+
+local S = nil -- the running companion's state
+local group = nil
+
+local function notify(msg, level)
+  vim.notify('qwen-companion: ' .. msg, level or vim.log.levels.INFO)
+end
+
+local function setting(key)
+  local v = M.config[key]
+  if v == nil then
+    v = vim.g['qwen_companion_' .. key]
+  end
+  return v
+end
+
+-- A library call whose failure is only worth a debug note (editor events).
+local function quiet(name, ...)
+  if not S then
+    return
+  end
+  local ok, err = capi.call(S.lib, name, S.c, ...)
+  if not ok then
+    S.last_error = err
+  end
+  return ok, err
+end
+
+---------------------------------------------------------------------------
+-- Editor context
+---------------------------------------------------------------------------
+
+--- The absolute path of a buffer backed by a regular file on disk, else nil.
+local function file_of(buf)
+  if not buf or not api.nvim_buf_is_valid(buf) or vim.bo[buf].buftype ~= '' then
+    return nil
+  end
+  local name = api.nvim_buf_get_name(buf)
+  if name == '' or name:find('^%a[%w+.-]*://') then
+    return nil
+  end
+  name = vim.fn.fnamemodify(name, ':p')
+  local st = uv.fs_stat(name)
+  if not st or st.type ~= 'file' then
+    return nil
+  end
+  return name
+end
+
+local function still_tracked(path)
+  for _, p in pairs(S.tracked) do
+    if p == path then
+      return true
+    end
+  end
+  return false
+end
+
+--- Reports `buf` as opened (or renamed); returns its path or nil.
+local function sync_buffer(buf)
+  local path = file_of(buf)
+  local old = S.tracked[buf]
+  if path == nil then
+    return nil
+  end
+  if old == nil then
+    S.tracked[buf] = path
+    quiet('qc_companion_file_opened', path)
+  elseif old ~= path then
+    S.tracked[buf] = path
+    if still_tracked(old) then
+      quiet('qc_companion_file_opened', path)
+    else
+      quiet('qc_companion_file_renamed', old, path)
+    end
+    if S.active == old then
+      S.active = path
+    end
+  end
+  return path
+end
+
+local function buffer_closed(buf)
+  local path = S.tracked[buf]
+  if path == nil then
+    return
+  end
+  S.tracked[buf] = nil
+  if still_tracked(path) then
+    return
+  end
+  if S.active == path then
+    S.active = nil
+  end
+  quiet('qc_companion_file_closed', path)
+end
+
+-- Byte length of the UTF-8 character starting at byte `i` of `s`.
+local function char_len(s, i)
+  local b = s:byte(i)
+  if not b or b < 0xC0 then
+    return 1
+  elseif b < 0xE0 then
+    return 2
+  elseif b < 0xF0 then
+    return 3
+  end
+  return 4
+end
+
+-- Cuts `s` to at most `max` bytes on a UTF-8 character boundary.
+local function cut_utf8(s, max)
+  if #s <= max then
+    return s
+  end
+  local i = max + 1
+  while i > 1 and bit.band(s:byte(i) or 0, 0xC0) == 0x80 do
+    i = i - 1
+  end
+  return s:sub(1, i - 1)
+end
+
+--- The text of the current visual selection (nil outside visual mode).
+local function visual_text(buf)
+  local mode = api.nvim_get_mode().mode:sub(1, 1)
+  if mode ~= 'v' and mode ~= 'V' and mode ~= '\22' then
+    return nil
+  end
+  local a, b = vim.fn.getpos('v'), vim.fn.getpos('.')
+  local l1, c1, l2, c2 = a[2], a[3], b[2], b[3]
+  if l1 > l2 or (l1 == l2 and c1 > c2) then
+    l1, c1, l2, c2 = l2, c2, l1, c1
+  end
+  -- Read at most about MAX_SELECTION_BYTES (a huge selection is never copied whole).
+  local lines, size, last = {}, 0, l1 - 1
+  while last < l2 and size <= MAX_SELECTION_BYTES do
+    local chunk = api.nvim_buf_get_lines(buf, last, math.min(l2, last + 256), false)
+    for _, l in ipairs(chunk) do
+      lines[#lines + 1] = l
+      size = size + #l + 1
+    end
+    last = last + #chunk
+    if #chunk == 0 then
+      break
+    end
+  end
+  local complete = last >= l2
+  local text
+  if mode == 'V' then
+    text = table.concat(lines, '\n')
+  elseif mode == 'v' then
+    if complete then
+      local tail = lines[#lines]
+      local keep = c2 + char_len(tail, c2) - 1
+      local nl = c2 > #tail and l2 < api.nvim_buf_line_count(buf) -- selection includes the line break
+      lines[#lines] = tail:sub(1, keep)
+      if #lines == 1 then
+        lines[1] = lines[1]:sub(c1)
+      end
+      text = table.concat(lines, '\n') .. (nl and '\n' or '')
+      if #lines > 1 then
+        text = text:sub(c1)
+      end
+    else
+      lines[1] = lines[1]:sub(c1)
+      text = table.concat(lines, '\n')
+    end
+  else -- blockwise: the byte columns between both corners, line by line
+    local left, right = math.min(c1, c2), math.max(c1, c2)
+    for i, l in ipairs(lines) do
+      lines[i] = l:sub(left, right + char_len(l, right) - 1)
+    end
+    text = table.concat(lines, '\n')
+  end
+  return cut_utf8(text, MAX_SELECTION_BYTES)
+end
+
+--- `path` gets the focus; a selection reported for the previous file is cleared.
+local function make_active(path)
+  if S.selection and S.active and S.active ~= path then
+    quiet('qc_companion_set_selection', S.active, nil, 0)
+    S.selection = false
+  end
+  S.active = path
+  quiet('qc_companion_file_focused', path)
+end
+
+--- Cursor (and selection) of the current window, if it shows the active file.
+local function report_cursor()
+  if not S then
+    return
+  end
+  local buf = api.nvim_get_current_buf()
+  local path = S.tracked[buf] or sync_buffer(buf)
+  if path == nil then
+    return
+  end
+  if S.active ~= path then
+    make_active(path)
+  end
+  local pos = api.nvim_win_get_cursor(0)
+  local line_text = api.nvim_buf_get_lines(buf, pos[1] - 1, pos[1], false)[1] or ''
+  -- character: 1-based, in UTF-16 code units like VS Code's Position.character
+  local _, utf16 = vim.str_utfindex(line_text, math.min(pos[2], #line_text))
+  quiet('qc_companion_set_cursor', path, pos[1], utf16 + 1)
+  local text = visual_text(buf)
+  if text ~= nil and text ~= '' then
+    quiet('qc_companion_set_selection', path, text, #text)
+    S.selection = true
+  elseif S.selection then
+    quiet('qc_companion_set_selection', path, nil, 0)
+    S.selection = false
+  end
+end
+
+local function focus(buf)
+  if not S or buf ~= api.nvim_get_current_buf() then
+    return
+  end
+  local path = sync_buffer(buf)
+  if path == nil then
+    return
+  end
+  make_active(path)
+  report_cursor()
+end
+
+local function set_env(env)
+  for _, k in ipairs(ENV_KEYS) do
+    vim.env[k] = nil
+  end
+  for k, v in pairs(env or {}) do
+    vim.env[k] = v
+  end
+end
+
+local function refresh_env()
+  local json = capi.get_string(S.lib, 'qc_companion_terminal_env_json', S.c)
+  if json then
+    S.env = vim.fn.json_decode(json)
+    set_env(S.env)
+  end
+end
+
+local function workspace_root()
+  local root = vim.fn.fnamemodify(vim.fn.getcwd(-1, -1), ':p'):gsub('(.)/$', '%1')
+  return root
+end
+
+---------------------------------------------------------------------------
+-- Diffs (main thread; requests are pulled from the library's event queue)
+---------------------------------------------------------------------------
+
+local function diff_of_buf(buf)
+  for _, d in pairs(S and S.diffs or {}) do
+    if d.buf == buf then
+      return d
+    end
+  end
+end
+
+local function diff_text(d)
+  if not (d.buf and api.nvim_buf_is_valid(d.buf)) then
+    return d.proposed
+  end
+  local lines = api.nvim_buf_get_lines(d.buf, 0, -1, false)
+  local nl = d.crlf and '\r\n' or '\n'
+  local text = table.concat(lines, nl)
+  if d.eol then
+    text = text .. nl
+  end
+  return text
+end
+
+--- Closes the diff view (tab) of `d`; `d` must already be forgotten, so the
+--- buffer's BufWipeout does not report it as closed by the user.
+local function close_view(d)
+  local tab = d.tab
+  if tab and api.nvim_tabpage_is_valid(tab) and #api.nvim_list_tabpages() > 1 then
+    for _, win in ipairs(api.nvim_tabpage_list_wins(tab)) do
+      if api.nvim_win_is_valid(win) then
+        pcall(api.nvim_win_close, win, true)
+      end
+    end
+  elseif tab and api.nvim_tabpage_is_valid(tab) then
+    for _, win in ipairs(api.nvim_tabpage_list_wins(tab)) do
+      if api.nvim_win_get_buf(win) ~= d.buf then
+        api.nvim_win_call(win, function()
+          vim.cmd('diffoff')
+        end)
+      end
+    end
+  end
+  for _, b in ipairs({ d.buf, d.original_scratch }) do
+    if b and api.nvim_buf_is_valid(b) then
+      pcall(api.nvim_buf_delete, b, { force = true })
+    end
+  end
+end
+
+local function forget(d)
+  if S and S.diffs[d.path] == d then
+    S.diffs[d.path] = nil
+  end
+  d.done = true
+end
+
+local function split_content(content)
+  local crlf = content:find('\r\n', 1, true) ~= nil
+  if crlf then
+    content = content:gsub('\r\n', '\n')
+  end
+  local eol = content:sub(-1) == '\n'
+  if eol then
+    content = content:sub(1, -2)
+  end
+  return vim.split(content, '\n', { plain = true }), crlf, eol
+end
+
+local function fill(d, content)
+  local lines, crlf, eol = split_content(content)
+  d.proposed, d.crlf, d.eol = content, crlf, eol
+  api.nvim_buf_set_lines(d.buf, 0, -1, false, lines)
+  vim.bo[d.buf].modified = false
+end
+
+-- The library no longer knows the diff of a view (QC_NOT_FOUND): Qwen Code
+-- gave up on it. Typically its closeDiff timed out while Neovim's main loop
+-- was busy: a timed-out request is never handed to Neovim, so the view stays
+-- until the user decides or closes it; then it is closed and nothing is sent.
+local function orphan_message(d, err)
+  return string.format(
+    'Qwen Code no longer waits for the diff of %s (e.g. its closeDiff timed out); the view is closed. (%s)',
+    vim.fn.fnamemodify(d.path, ':~:.'),
+    tostring(err)
+  )
+end
+
+-- Accepts or rejects diff `d` and closes its view. Returns true, or nil and
+-- a message (not shown: the caller reports it).
+local function decide(d, accept)
+  forget(d)
+  local ok, err, status
+  if accept then
+    local text = diff_text(d)
+    ok, err, status = capi.call(S.lib, 'qc_companion_diff_accept', S.c, d.path, text, #text)
+  else
+    ok, err, status = capi.call(S.lib, 'qc_companion_diff_reject', S.c, d.path)
+  end
+  close_view(d)
+  if ok then
+    notify((accept and 'accepted ' or 'rejected ') .. vim.fn.fnamemodify(d.path, ':~:.'))
+    return true
+  end
+  if status == capi.status.QC_NOT_FOUND then
+    err = orphan_message(d, err)
+  end
+  return nil, err
+end
+
+local function show_diff(path, content)
+  local d = S.diffs[path]
+  if d and d.buf and api.nvim_buf_is_valid(d.buf) then
+    fill(d, content) -- a new proposal for a diff still on screen
+    if d.tab and api.nvim_tabpage_is_valid(d.tab) then
+      api.nvim_set_current_tabpage(d.tab)
+    end
+    return
+  end
+  d = { path = path, proposed = content }
+  S.diffs[path] = d
+  local ok, err = pcall(function()
+    vim.cmd('tabnew')
+    d.tab = api.nvim_get_current_tabpage()
+    local ft
+    if uv.fs_stat(path) then
+      vim.cmd('edit ' .. vim.fn.fnameescape(path))
+      ft = vim.bo.filetype
+    else -- a new file: compare with an empty scratch buffer
+      d.original_scratch = api.nvim_get_current_buf()
+      vim.bo.buftype, vim.bo.bufhidden, vim.bo.swapfile = 'nofile', 'wipe', false
+      api.nvim_buf_set_name(0, DIFF_SCHEME .. 'new/' .. path)
+    end
+    vim.cmd('diffthis')
+    vim.cmd('rightbelow vnew')
+    d.buf = api.nvim_get_current_buf()
+    local bo = vim.bo[d.buf]
+    bo.buftype, bo.bufhidden, bo.swapfile = 'acwrite', 'wipe', false
+    api.nvim_buf_set_name(d.buf, DIFF_SCHEME .. path)
+    fill(d, content)
+    if ft and ft ~= '' then
+      bo.filetype = ft
+    end
+    vim.cmd('diffthis')
+    api.nvim_create_autocmd('BufWriteCmd', {
+      group = group,
+      buffer = d.buf,
+      callback = function()
+        if not d.done then
+          local dok, derr = decide(d, true)
+          if not dok then
+            notify(derr, vim.log.levels.WARN)
+          end
+        end
+      end,
+    })
+    api.nvim_create_autocmd('BufWipeout', {
+      group = group,
+      buffer = d.buf,
+      callback = function()
+        if d.done or not S then
+          return
+        end
+        forget(d) -- closed without a decision: ide/diffClosed
+        d.buf = nil
+        local ok2, err2, st2 = capi.call(S.lib, 'qc_companion_diff_closed', S.c, d.path)
+        if not ok2 then
+          notify(st2 == capi.status.QC_NOT_FOUND and orphan_message(d, err2) or err2, vim.log.levels.WARN)
+        end
+        vim.schedule(function()
+          close_view(d)
+        end)
+      end,
+    })
+  end)
+  if not ok then
+    forget(d)
+    close_view(d)
+    capi.call(S.lib, 'qc_companion_diff_closed', S.c, path)
+    notify('cannot show the diff of ' .. path .. ': ' .. tostring(err), vim.log.levels.ERROR)
+    return
+  end
+  notify(
+    string.format(
+      'Qwen Code proposes changes to %s: :QwenDiffAccept (or :w) / :QwenDiffReject',
+      vim.fn.fnamemodify(path, ':~:.')
+    )
+  )
+end
+
+-- A request the CLI gave up on after Neovim pulled it (its timeout,
+-- request_timeout_ms, ran out before the answer, or the companion is
+-- stopping): qc_companion_respond says QC_NOT_FOUND. Counted, and reported
+-- (scheduled: this may run in the poll callback, where vim.notify is not
+-- allowed). Requests that time out before they are pulled are never handed out.
+local function late(st, what, err)
+  st.late = st.late + 1
+  vim.schedule(function()
+    notify(what .. ' came after Qwen Code stopped waiting: ' .. tostring(err), vim.log.levels.WARN)
+  end)
+end
+
+-- Answers pulled request `id` of companion `st`. Returns true, or false
+-- after reporting an answer that came too late.
+local function respond(st, what, id, ok, text)
+  local rok, err, status = capi.call(st.lib, 'qc_companion_respond', st.c, id, ok, text, text and #text or 0)
+  if rok then
+    return true
+  end
+  if status == capi.status.QC_NOT_FOUND then
+    late(st, what, err)
+  else
+    st.last_error = err
+  end
+  return false
+end
+
+-- closeDiff from the CLI (scheduled on the main loop): answer with the
+-- buffer's current text, close the view.
+local function close_diff(st, id, path)
+  if S ~= st then
+    return -- stopped meanwhile: the library has already answered the CLI
+  end
+  local d = st.diffs[path]
+  if d == nil then
+    respond(st, 'closeDiff of ' .. path, id, 1, nil) -- {"content": null}
+    return
+  end
+  local text = diff_text(d)
+  forget(d)
+  -- Even a late answer closes the view: the CLI asked for it, and the
+  -- library has forgotten this diff.
+  respond(st, 'closeDiff of ' .. path, id, 1, text)
+  close_view(d)
+end
+
+-- openDiff from the CLI: schedule the diff view, then answer "shown" at once.
+-- A request the CLI already gave up on is not shown (the library forgot it:
+-- accepting it would fail).
+local function open_diff(st, id, path, content)
+  local job = { cancelled = false }
+  vim.schedule(function()
+    if S == st and not job.cancelled then
+      show_diff(path, content)
+    end
+  end)
+  if not respond(st, 'openDiff of ' .. path, id, 1, nil) then
+    job.cancelled = true
+  end
+end
+
+-- One pulled event. Runs in the poll callback (main thread, fast context):
+-- only library calls and vim.schedule here, the UI work is scheduled.
+local function handle_event(st, ev)
+  if type(ev) ~= 'table' then
+    return
+  end
+  local id, path = ev.id, ev.filePath
+  if type(id) ~= 'number' then
+    return -- not a request: nothing to answer
+  end
+  if ev.type == 'openDiff' and type(path) == 'string' and type(ev.newContent) == 'string' then
+    open_diff(st, id, path, ev.newContent)
+  elseif ev.type == 'closeDiff' and type(path) == 'string' then
+    vim.schedule(function()
+      close_diff(st, id, path)
+    end)
+  else -- a request this plugin does not know (or a malformed one)
+    respond(st, tostring(ev.type), id, 0, 'Neovim does not handle ' .. tostring(ev.type))
+  end
+end
+
+local function unwatch_events(st)
+  if st.poll then
+    st.poll:stop() -- before qc_companion_free closes the fd
+    if not st.poll:is_closing() then
+      st.poll:close()
+    end
+    st.poll = nil
+  end
+end
+
+-- The event fd is readable: take every waiting event (the fd stays readable
+-- until the queue is empty, so all of them are taken now).
+local function drain(st)
+  while S == st do
+    local json, err = capi.get_string(st.lib, 'qc_companion_next_event', st.c)
+    if json == nil then
+      if err then
+        -- The fd stays readable while events wait: stop watching rather
+        -- than spin; requests then time out in the library (request_timeout_ms).
+        st.last_error = err
+        unwatch_events(st)
+        vim.schedule(function()
+          notify('cannot take diff requests any more: ' .. err, vim.log.levels.ERROR)
+        end)
+      end
+      return
+    end
+    local ok, ev = pcall(vim.json.decode, json)
+    if ok then
+      st.events = st.events + 1
+      handle_event(st, ev)
+    else
+      st.last_error = 'bad event: ' .. tostring(ev)
+    end
+  end
+end
+
+-- Switches `st`'s companion to pull mode and watches its event fd with the
+-- main loop. Returns true, or nil and a message.
+local function watch_events(st)
+  local fd = ffi.new('int32_t[1]')
+  local ok, err = capi.call(st.lib, 'qc_companion_enable_events', st.c, fd)
+  if not ok then
+    return nil, err
+  end
+  local poll, perr = uv.new_poll(tonumber(fd[0]))
+  if not poll then
+    return nil, 'cannot watch the event fd: ' .. tostring(perr)
+  end
+  st.event_fd, st.poll = tonumber(fd[0]), poll
+  local sok, serr = poll:start('r', function(e)
+    if e then
+      st.last_error = 'event fd: ' .. tostring(e)
+    end
+    local dok, derr = pcall(drain, st)
+    if not dok then
+      st.last_error = derr
+    end
+  end)
+  if not sok then
+    return nil, 'cannot watch the event fd: ' .. tostring(serr)
+  end
+  return true
+end
+
+---------------------------------------------------------------------------
+-- Lifecycle
+---------------------------------------------------------------------------
+
+local function autocmds()
+  group = api.nvim_create_augroup('QwenCompanion', { clear = true })
+  local function on(events, fn)
+    api.nvim_create_autocmd(events, {
+      group = group,
+      callback = function(args)
+        if S then
+          local ok, err = pcall(fn, args)
+          if not ok then
+            S.last_error = err
+          end
+        end
+      end,
+    })
+  end
+  on({ 'BufEnter', 'WinEnter' }, function(a)
+    focus(a.buf)
+  end)
+  on({ 'BufReadPost', 'BufFilePost' }, function(a)
+    sync_buffer(a.buf)
+  end)
+  on({ 'BufWritePost' }, function(a) -- a new file becomes real when first written
+    if sync_buffer(a.buf) and a.buf == api.nvim_get_current_buf() then
+      focus(a.buf)
+    end
+  end)
+  on({ 'BufDelete', 'BufWipeout' }, function(a)
+    buffer_closed(a.buf)
+  end)
+  on({ 'CursorMoved', 'CursorMovedI', 'ModeChanged' }, function()
+    report_cursor()
+  end)
+  on({ 'DirChanged' }, function()
+    if vim.v.event.scope == 'global' then
+      local root = workspace_root()
+      if root ~= S.root then
+        S.root = root
+        quiet('qc_companion_set_workspace_roots_json', vim.fn.json_encode({ root }))
+        refresh_env()
+      end
+    end
+  end)
+  on({ 'VimLeavePre' }, function()
+    M.stop({ silent = true })
+  end)
+end
+
+--- Starts the companion for the current working directory.
+--- Returns true, or nil and a message.
+function M.start()
+  if S then
+    return nil, 'already running on port ' .. tostring(S.port)
+  end
+  local libpath = capi.library_path(M.config.lib)
+  local lib, err = capi.load(libpath)
+  if not lib then
+    return nil, err
+  end
+  local root = workspace_root()
+  local config = {
+    workspaceRoots = { root },
+    ideName = setting('ide_name'),
+    ideId = setting('ide_id'),
+    lockDir = setting('lock_dir') and vim.fn.expand(setting('lock_dir')) or nil,
+    debounceMs = setting('debounce_ms'),
+    maxWaitMs = setting('max_wait_ms'),
+    trusted = setting('trusted'),
+    requestTimeoutMs = setting('request_timeout_ms'),
+  }
+  local out = ffi.new('qc_companion *[1]')
+  local ok, nerr = capi.call(lib, 'qc_companion_new', vim.fn.json_encode(config), out)
+  if not ok then
+    return nil, nerr
+  end
+  local c = out[0]
+  S = { lib = lib, c = c, root = root, tracked = {}, diffs = {}, env = {}, events = 0, late = 0 }
+
+  if M.config.diffs then
+    -- Before start: no request can reach the library before it queues them.
+    local wok, werr = watch_events(S)
+    if not wok then
+      unwatch_events(S)
+      lib.qc_companion_free(c)
+      S = nil
+      return nil, werr .. ' (setup{ diffs = false } runs without diffs)'
+    end
+  end
+
+  ok, err = capi.call(lib, 'qc_companion_start', c)
+  if not ok then
+    M.stop({ silent = true })
+    return nil, err
+  end
+  local port = ffi.new('uint16_t[1]')
+  capi.call(lib, 'qc_companion_port', c, port)
+  S.port = tonumber(port[0])
+  S.lock_file = capi.get_string(lib, 'qc_companion_lock_file_path', c)
+  refresh_env()
+  autocmds()
+  -- What is already open.
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buflisted then
+      sync_buffer(buf)
+    end
+  end
+  focus(api.nvim_get_current_buf())
+  return true
+end
+
+--- Stops the companion: removes the lock file, closes diff views, unsets
+--- the terminal variables. opts.silent: no message.
+function M.stop(opts)
+  if not S then
+    return nil, 'not running'
+  end
+  local st = S
+  S = nil
+  if group then
+    api.nvim_clear_autocmds({ group = group })
+  end
+  unwatch_events(st)
+  -- Stops, removes the lock file; requests still waiting for an answer end
+  -- with an error for the CLI. Scheduled diff work of `st` finds S ~= st and
+  -- does nothing.
+  st.lib.qc_companion_free(st.c)
+  for _, d in pairs(st.diffs) do
+    d.done = true
+    pcall(close_view, d)
+  end
+  set_env(nil)
+  if not (opts and opts.silent) then
+    notify('stopped')
+  end
+  return true
+end
+
+--- State of the running companion (nil when stopped).
+function M.status()
+  if not S then
+    return nil
+  end
+  local diffs = {}
+  for path, d in pairs(S.diffs) do
+    diffs[#diffs + 1] = { path = path, buf = d.buf }
+  end
+  return {
+    port = S.port,
+    lock_file = S.lock_file,
+    root = S.root,
+    env = vim.deepcopy(S.env),
+    active = S.active,
+    diffs = diffs,
+    diffs_enabled = S.poll ~= nil,
+    event_fd = S.event_fd,
+    events = S.events, -- events pulled so far
+    late = S.late, -- answers that came after the CLI stopped waiting
+    last_error = S.last_error,
+  }
+end
+
+--- The IdeContext as clients get it (decoded JSON), or nil.
+function M.context()
+  if not S then
+    return nil
+  end
+  local json = capi.get_string(S.lib, 'qc_companion_context_json', S.c)
+  return json and vim.fn.json_decode(json)
+end
+
+local function find_diff(path)
+  if not S then
+    return nil, 'not running'
+  end
+  if path and path ~= '' then
+    local d = S.diffs[vim.fn.fnamemodify(path, ':p')]
+    return d, d == nil and ('no diff open for ' .. path) or nil
+  end
+  local d = diff_of_buf(api.nvim_get_current_buf())
+  if d == nil then
+    local cur = file_of(api.nvim_get_current_buf())
+    d = cur and S.diffs[cur]
+  end
+  return d, d == nil and 'no diff here (pass a path)' or nil
+end
+
+--- Accepts a diff (the current buffer's, or `path`'s) with the proposed
+--- buffer's text, edits included.
+function M.accept(path)
+  local d, err = find_diff(path)
+  if not d then
+    return nil, err
+  end
+  return decide(d, true)
+end
+
+--- Rejects a diff (the current buffer's, or `path`'s).
+function M.reject(path)
+  local d, err = find_diff(path)
+  if not d then
+    return nil, err
+  end
+  return decide(d, false)
+end
+
+function M.setup(opts)
+  M.config = vim.tbl_extend('force', M.config, opts or {})
+  if M.config.autostart and vim.v.vim_did_enter == 1 and not S then
+    local ok, err = M.start()
+    if not ok then
+      notify(err, vim.log.levels.ERROR)
+    end
+  end
+end
+
+return M

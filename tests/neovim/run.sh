@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# Headless Neovim test of examples/neovim against the real library.
+#
+#   tests/neovim/run.sh            (from anywhere; installs/builds what it needs)
+#
+# 1. installs Debian's `neovim` with apt-get if `nvim` is missing (needs LuaJIT)
+# 2. builds target/release/libqwen_companion.so if missing
+# 3. checks the plugin's ffi.cdef declarations against include/qwen_companion.h
+# 4. runs `nvim --headless -u NONE` with the plugin on the runtimepath and
+#    tests/neovim/test_plugin.lua, in a temporary workspace (HOME, QWEN_HOME
+#    and the lock dir all temporary), and checks from the outside with the
+#    MCP client tests/c/mcp_client.py: lock file, env vars, ide/contextUpdate
+#    (focused file, cursor, selection, closed file), openDiff shown in Neovim
+#    then accepted / rejected / closed by the CLI / closed by the user /
+#    accepted with :w, requests while Neovim is busy (2 s: answered late;
+#    longer than the plugin's request_timeout_ms, 3000 here: the CLI gets the
+#    library's timeout error, the timed-out requests are never handed to
+#    Neovim, the orphaned view is refused and closed), stop with requests
+#    waiting, and that stop removes the lock file. The plugin pulls diff
+#    requests; no C callback is registered.
+# It takes 20 to 30 s.
+# The last line is `neovim: N passed, M failed`; exit status 1 on a failure.
+#
+# Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
+#      QC_KEEP_TMP=1 keeps the temporary directory, NVIM (nvim),
+#      QC_NEOVIM_LIB (the library to test; default target/release/libqwen_companion.so).
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PY=${PYTHON:-python3}
+NVIM=${NVIM:-nvim}
+CLIENT="$ROOT/tests/c/mcp_client.py"
+LIB=${QC_NEOVIM_LIB:-$ROOT/target/release/libqwen_companion.so}
+T=${QC_TEST_TIMEOUT:-30}
+RT=3000 # the plugin's request_timeout_ms in this test (the library's requestTimeoutMs)
+
+PASS=0
+FAIL=0
+PIDS=()
+NVIM_PID=
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/qc-neovim-test.XXXXXX")
+
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}" $NVIM_PID; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for pid in "${PIDS[@]}" $NVIM_PID; do
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    if [ "${QC_KEEP_TMP:-0}" = 1 ]; then
+        echo "kept $TMP"
+    else
+        rm -rf "$TMP"
+    fi
+}
+trap cleanup EXIT
+trap 'echo "neovim: interrupted ($PASS passed, $FAIL failed)"; exit 130' INT
+trap 'echo "neovim: interrupted ($PASS passed, $FAIL failed)"; exit 143' TERM
+
+pass() { PASS=$((PASS + 1)); echo "ok   - $*"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
+finish() {
+    echo "neovim: $PASS passed, $FAIL failed"
+    [ "$FAIL" -eq 0 ]
+    exit
+}
+
+# check NAME CMD... : CMD succeeds (its output is shown on failure)
+check() {
+    local name=$1
+    shift
+    if "$@" >"$TMP/check.out" 2>&1; then
+        pass "$name"
+    else
+        fail "$name"
+        sed 's/^/       /' "$TMP/check.out" | head -40
+    fi
+}
+
+client() { "$PY" "$CLIENT" "$@"; }
+expect() {
+    local file=$1 name=$2
+    shift 2
+    check "$name" client expect "$file" "$@" --timeout "$T"
+}
+jeval() { client eval "$@"; }
+# phase NAME: waits for Neovim's $TMP/nv-NAME.json and reports its checks.
+phase() {
+    local f="$TMP/nv-$1.json" i=0
+    while [ ! -e "$f" ]; do
+        if [ -e "$TMP/nv-error.json" ]; then
+            f="$TMP/nv-error.json"
+            break
+        fi
+        if ! kill -0 "$NVIM_PID" 2>/dev/null || [ "$i" -ge $((T * 20)) ]; then
+            fail "neovim reached phase '$1'"
+            echo "       nvim output (last lines):"
+            tail -20 "$TMP/nvim.log" | sed 's/^/       /'
+            finish
+        fi
+        sleep 0.05
+        i=$((i + 1))
+    done
+    "$PY" - "$f" >"$TMP/phase.out" <<'EOF'
+import json, sys
+for name, ok, detail in json.load(open(sys.argv[1], encoding="utf-8"))["checks"]:
+    print(("ok   - " if ok else "FAIL - ") + "nvim: " + name)
+    if not ok and detail:
+        print("       " + detail.replace("\n", "\n       ")[:2000])
+EOF
+    cat "$TMP/phase.out"
+    PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/phase.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/phase.out")))
+    if [ "$f" = "$TMP/nv-error.json" ]; then
+        tail -20 "$TMP/nvim.log" | sed 's/^/       /'
+        finish
+    fi
+}
+go() { : >"$TMP/go-$1"; }
+
+# --- prerequisites ---------------------------------------------------------
+if ! command -v "$NVIM" >/dev/null 2>&1; then
+    echo "# installing neovim (apt-get)"
+    SUDO=
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq neovim; } >"$TMP/apt.log" 2>&1; then
+        tail -20 "$TMP/apt.log"
+        fail "install neovim with apt-get"
+        finish
+    fi
+fi
+if "$NVIM" --version | head -3 | grep -q LuaJIT; then
+    pass "nvim is built with LuaJIT ($("$NVIM" --version | head -1))"
+else
+    fail "nvim is built with LuaJIT (the FFI is required)"
+    finish
+fi
+if [ ! -f "$LIB" ]; then
+    echo "# building the library (cargo build --release)"
+    if ! (cd "$ROOT" && cargo build --release) >"$TMP/cargo.log" 2>&1; then
+        tail -30 "$TMP/cargo.log"
+        fail "cargo build --release"
+        finish
+    fi
+fi
+check "libqwen_companion.so is built" test -f "$LIB"
+
+"$PY" "$HERE/check_cdef.py" "$ROOT" >"$TMP/cdef.out" 2>&1
+sed 's/^\(ok   - \|FAIL - \)/\1cdef: /' "$TMP/cdef.out"
+PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/cdef.out")))
+FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/cdef.out")))
+
+# --- workspace and Neovim --------------------------------------------------
+export QCNV_TMP="$TMP" QCNV_WS="$TMP/ws" QCNV_TIMEOUT="$T" QCNV_REQUEST_TIMEOUT_MS="$RT"
+WS=$QCNV_WS
+mkdir -p "$WS" "$TMP/home" "$TMP/qwen-home" "$TMP/locks"
+printf '#include <stdio.h>\nint main(void) {\n    return 42;\n}\n' >"$WS/main.c"
+printf 'other\n' >"$WS/other.txt"
+export MAIN="$WS/main.c" NEWF="$WS/new.txt" OTHER="$WS/other.txt"
+
+(
+    cd "$WS" || exit 1
+    exec env HOME="$TMP/home" QWEN_HOME="$TMP/qwen-home" XDG_CONFIG_HOME="$TMP/home/.config" \
+        XDG_DATA_HOME="$TMP/home/.local/share" XDG_STATE_HOME="$TMP/home/.local/state" \
+        QWEN_COMPANION_LIB="$LIB" \
+        "$NVIM" --headless -u NONE -i NONE -n \
+        --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "luafile $HERE/test_plugin.lua"
+) >"$TMP/nvim.log" 2>&1 </dev/null &
+NVIM_PID=$!
+
+phase started
+STARTED=$(cat "$TMP/nv-started.json")
+LOCK=$(client get "$STARTED" lock_file)
+PORT=$(client get "$STARTED" port)
+export LOCK PORT
+check "lock file exists, mode 0600" test "$(stat -c %a "$LOCK" 2>/dev/null)" = 600
+check "lock file: port, workspacePath, ideInfo, ppid = nvim" jeval \
+    'd["port"]==int(env["PORT"]) and d["workspacePath"]==env["QCNV_WS"] and d["ideInfo"]["name"]=="neovim" and d["ideInfo"]["displayName"]=="Neovim" and d["ppid"]=='"$NVIM_PID"' and len(d["authToken"])>=32' \
+    "$(cat "$LOCK")"
+check "nothing written under the real ~/.qwen" test ! -e "$TMP/home/.qwen"
+check "Neovim's env: QWEN_CODE_IDE_SERVER_PORT / _WORKSPACE_PATH" jeval \
+    'd["env"]=={"QWEN_CODE_IDE_SERVER_PORT": env["PORT"], "QWEN_CODE_IDE_WORKSPACE_PATH": env["QCNV_WS"]}' "$STARTED"
+
+STATE="$TMP/mcp-state.json"
+NOTES="$TMP/notifications.jsonl"
+check "MCP client connects with the lock file's token" client init --lock "$LOCK" --state "$STATE"
+client listen --state "$STATE" --out "$NOTES" &
+PIDS+=($!)
+expect "$NOTES" "GET /mcp opens the SSE stream" 'e.get("_stream")=="open" and e["status"]==200'
+go context
+
+phase cursor
+ACTIVE='[f for f in e["params"]["workspaceState"]["openFiles"] if f.get("isActive")]'
+expect "$NOTES" "ide/contextUpdate: focused main.c with cursor line 3, character 5" \
+    'e.get("method")=="ide/contextUpdate" and [(f["path"], f.get("cursor")) for f in '"$ACTIVE"']==[(env["MAIN"], {"line": 3, "character": 5})]'
+go select
+
+phase select
+expect "$NOTES" "ide/contextUpdate: visual selection (charwise, 2 lines) and its cursor" \
+    'e.get("method")=="ide/contextUpdate" and [(f.get("selectedText"), f.get("cursor")) for f in '"$ACTIVE"']==[("main(void) {\n    r", {"line": 3, "character": 5})]'
+NOSEL='e.get("method")=="ide/contextUpdate" and [("selectedText" in f) for f in '"$ACTIVE"']==[False]'
+N=$(client count "$NOTES" "$NOSEL")
+go unselect
+
+phase unselect
+expect "$NOTES" "ide/contextUpdate: leaving visual mode clears the selection" "$NOSEL" --count $((N + 1))
+# the last context update must be the cleared one
+check "the latest contextUpdate has no selectedText" "$PY" - "$NOTES" <<'EOF'
+import json, sys
+ups = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8") if '"ide/contextUpdate"' in l]
+act = [f for f in ups[-1]["params"]["workspaceState"]["openFiles"] if f.get("isActive")]
+sys.exit(0 if act and "selectedText" not in act[0] else 1)
+EOF
+
+# --- diffs ---------------------------------------------------------------------
+open_diff() { # PATH CONTENT
+    local args
+    args=$("$PY" -c 'import json,sys; print(json.dumps({"filePath": sys.argv[1], "newContent": sys.argv[2]}))' "$1" "$2")
+    client call --state "$STATE" openDiff "$args" 2>&1
+}
+RES=$(open_diff "$MAIN" $'#include <stdio.h>\nint main(void) {\n    return 0;\n}\n')
+check "openDiff main.c answers content: [] (Neovim shows it)" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff1
+phase diff1
+expect "$NOTES" ":QwenDiffAccept -> ide/diffAccepted with the user's edit" \
+    'e.get("method")=="ide/diffAccepted" and e["params"]["filePath"]==env["MAIN"] and e["params"]["content"]=="#include <stdio.h>\nint main(void) {\n    return 0;\n}\n// reviewed in neovim\n"'
+
+RES=$(open_diff "$NEWF" $'hello\n')
+check "openDiff new.txt (new file) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff2
+phase diff2
+expect "$NOTES" ":QwenDiffReject PATH -> ide/diffRejected" \
+    'e.get("method")=="ide/diffRejected" and e["params"]["filePath"]==env["NEWF"]'
+
+RES=$(open_diff "$MAIN" $'#include <stdio.h>\nint main(void) {\n    return 3;\n}\n')
+check "openDiff main.c again answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff3
+phase diff3-edited
+RES=$(client call --state "$STATE" closeDiff '{"filePath":"'"$MAIN"'","suppressNotification":true}' 2>&1)
+check "closeDiff answers {\"content\": <the buffer's edited text>}" \
+    jeval 'not d.get("isError") and json.loads(d["content"][0]["text"]) == {"content": "// edited in neovim\nint main(void) {\n    return 3;\n}\n"}' "$RES"
+phase diff3
+
+RES=$(open_diff "$MAIN" $'four\n')
+check "openDiff (4) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff4
+phase diff4
+expect "$NOTES" ":quit on the proposal window -> ide/diffClosed" \
+    'e.get("method")=="ide/diffClosed" and e["params"]["filePath"]==env["MAIN"]'
+
+RES=$(open_diff "$MAIN" $'five\r\nlines\r\n')
+check "openDiff (5, CRLF) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff5
+phase diff5
+expect "$NOTES" ":w on the proposal -> ide/diffAccepted with the proposed text (CRLF kept)" \
+    'e.get("method")=="ide/diffAccepted" and e["params"]["filePath"]==env["MAIN"] and e["params"]["content"]=="five\r\nlines\r\n"'
+check "exactly 2 diffAccepted, 1 diffRejected, 1 diffClosed" "$PY" - "$NOTES" <<'EOF'
+import collections, json, sys
+n = collections.Counter(json.loads(l).get("method") for l in open(sys.argv[1], encoding="utf-8"))
+want = {"ide/diffAccepted": 2, "ide/diffRejected": 1, "ide/diffClosed": 1}
+got = {k: n[k] for k in want}
+print(got)
+sys.exit(0 if got == want else 1)
+EOF
+
+RES=$(open_diff "$MAIN" $'six\n')
+check "openDiff (6) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff6
+phase diff6-busy
+T0=$(date +%s%N)
+RES=$(client call --state "$STATE" closeDiff '{"filePath":"'"$MAIN"'","suppressNotification":true}' 2>&1)
+MS=$((($(date +%s%N) - T0) / 1000000))
+check "closeDiff while Neovim is busy answers the buffer's edited text" \
+    jeval 'not d.get("isError") and json.loads(d["content"][0]["text"]) == {"content": "six, edited\n"}' "$RES"
+check "... once Neovim's main loop runs again (busy 2 s, under the ${RT} ms timeout): ${MS} ms" \
+    test "$MS" -ge 1000 -a "$MS" -lt "$RT"
+phase diff6
+
+# diff 7: Neovim stays busy longer than the library waits for an answer ($RT ms)
+RES=$(open_diff "$NEWF" $'seven\n')
+check "openDiff (7, new.txt) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+STATE_B="$TMP/mcp-state-b.json"
+check "a second MCP client session connects" client init --lock "$LOCK" --state "$STATE_B"
+go diff7
+phase diff7-busy
+(
+    T0=$(date +%s%N)
+    client call --state "$STATE_B" closeDiff '{"filePath":"'"$NEWF"'","suppressNotification":true}' >"$TMP/close7.out" 2>&1
+    echo $((($(date +%s%N) - T0) / 1000000)) >"$TMP/close7.ms"
+) &
+CLOSE7=$!
+PIDS+=("$CLOSE7")
+sleep 0.3
+T0=$(date +%s%N)
+RES=$(open_diff "$MAIN" $'too late\n')
+MS=$((($(date +%s%N) - T0) / 1000000))
+wait "$CLOSE7"
+CMS=$(cat "$TMP/close7.ms" 2>/dev/null || echo 0)
+go diff7-answered # Neovim's main loop may run again
+TIMEOUT_ERR='d.get("isError") and "did not answer within '"$RT"' ms" in d["content"][0]["text"]'
+check "openDiff unanswered: the CLI gets the library's timeout error (\"... within $RT ms\")" jeval "$TIMEOUT_ERR" "$RES"
+check "... after the ${RT} ms timeout, not before: ${MS} ms" test "$MS" -ge $((RT - 100)) -a "$MS" -lt $((RT * 2))
+check "closeDiff unanswered: the CLI gets the library's timeout error" jeval "$TIMEOUT_ERR" "$(cat "$TMP/close7.out")"
+check "... after the ${RT} ms timeout, not before: ${CMS} ms" test "$CMS" -ge $((RT - 100)) -a "$CMS" -lt $((RT * 2))
+phase diff7
+check "the orphaned view sent nothing: still 2 diffAccepted, 1 diffRejected, 1 diffClosed" "$PY" - "$NOTES" <<'EOF'
+import collections, json, sys
+n = collections.Counter(json.loads(l).get("method") for l in open(sys.argv[1], encoding="utf-8"))
+want = {"ide/diffAccepted": 2, "ide/diffRejected": 1, "ide/diffClosed": 1}
+got = {k: n[k] for k in want}
+print(got)
+sys.exit(0 if got == want else 1)
+EOF
+
+RES=$(open_diff "$MAIN" $'eight\n')
+check "openDiff (8) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go diff8
+phase diff8-edited
+RES=$(client call --state "$STATE" closeDiff '{"filePath":"'"$MAIN"'","suppressNotification":true}' 2>&1)
+check "closeDiff after stale requests gets its own answer: the edited text" \
+    jeval 'not d.get("isError") and json.loads(d["content"][0]["text"]) == {"content": "eight, edited\n"}' "$RES"
+phase diff8
+
+go close
+phase closed
+expect "$NOTES" "ide/contextUpdate: main.c closed (:bwipeout), other.txt active" \
+    'e.get("method")=="ide/contextUpdate" and env["MAIN"] not in [f["path"] for f in e["params"]["workspaceState"]["openFiles"]] and [f["path"] for f in '"$ACTIVE"']==[env["OTHER"]]'
+
+go stop
+phase restarted
+check "the first lock file is gone (seen from outside)" test ! -e "$LOCK"
+expect "$NOTES" "stop closes the client's SSE stream" 'e.get("_stream")=="closed"'
+LOCK2=$(client get "$(cat "$TMP/nv-restarted.json")" lock_file)
+STATE2="$TMP/mcp-state2.json"
+check "a client connects to the restarted companion" client init --lock "$LOCK2" --state "$STATE2"
+RES=$(STATE=$STATE2 open_diff "$MAIN" $'nine\n')
+check "openDiff (9) answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+STATE2B="$TMP/mcp-state2b.json"
+check "a second session on the restarted companion" client init --lock "$LOCK2" --state "$STATE2B"
+go diff9
+phase diff9-busy
+T0=$(date +%s%N)
+client call --state "$STATE2" closeDiff '{"filePath":"'"$MAIN"'","suppressNotification":true}' >"$TMP/close9.out" 2>&1 &
+CLOSE_PID=$!
+PIDS+=("$CLOSE_PID")
+STATE=$STATE2B open_diff "$NEWF" $'nine, new\n' >"$TMP/open9.out" 2>&1 &
+OPEN_PID=$!
+PIDS+=("$OPEN_PID")
+phase stopped
+check "the second lock file is gone (seen from outside)" test ! -e "$LOCK2"
+for _ in $(seq 1 $((T * 10))); do
+    kill -0 "$CLOSE_PID" 2>/dev/null || kill -0 "$OPEN_PID" 2>/dev/null || break
+    sleep 0.1
+done
+MS=$((($(date +%s%N) - T0) / 1000000))
+check "the requests waiting during stop end at the stop, before the ${RT} ms timeout (${MS} ms)" \
+    bash -c '! kill -0 "$0" 2>/dev/null && ! kill -0 "$1" 2>/dev/null && [ "$2" -lt "$3" ]' "$CLOSE_PID" "$OPEN_PID" "$MS" "$RT"
+for f in close9 open9; do
+    check "... $f: an error or a closed connection, not a success (nor the timeout)" "$PY" -c '
+import json, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+print(text[:500])
+if "did not answer within" in text:
+    sys.exit(1)
+try:
+    d = json.loads(text)
+except ValueError:
+    sys.exit(0)  # the connection was closed (the client printed a traceback)
+sys.exit(0 if isinstance(d, dict) and (d.get("isError") or "error" in d) else 1)
+' "$TMP/$f.out"
+done
+go end
+phase end
+for _ in $(seq 1 $((T * 10))); do
+    kill -0 "$NVIM_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if kill -0 "$NVIM_PID" 2>/dev/null; then
+    fail "nvim exits after the test script"
+else
+    wait "$NVIM_PID"
+    RC=$?
+    NVIM_PID=
+    check "nvim exits 0" test "$RC" -eq 0
+fi
+check "no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$TMP/nvim.log"
+finish
