@@ -309,6 +309,9 @@ pub fn list_live(dir: &Path) -> Vec<LiveRecord> {
             }
         }
     }
+    // Qwen lists `readdir` order (libuv sorts names bytewise), then a stable
+    // sort newest first: equal start times keep file-name order.
+    live.sort_by(|a, b| a.path.file_name().cmp(&b.path.file_name()));
     live.sort_by(|a, b| {
         b.record
             .started_at_f64()

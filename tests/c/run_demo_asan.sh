@@ -18,110 +18,20 @@
 #      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make,
 #      QC_SKIP_SESSIONS=1 leaves out step 5.
 set -u
+# shellcheck source=../lib/harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${PYTHON:-python3}
-CLIENT="$HERE/mcp_client.py"
 DEMO="$ROOT/target/c/qcdemo-asan"
 ABI="$ROOT/target/c/abi_misuse-asan"
 T=${QC_TEST_TIMEOUT:-30}
-
-PASS=0
-FAIL=0
-PIDS=()
+KEEP_RUN=${QC_KEEP_TMP:-0}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qc-demo-test.XXXXXX")
-
-cleanup() {
-    local pid
-    { exec 3>&- 4>&-; } 2>/dev/null
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null
-    done
-    for pid in "${PIDS[@]}"; do
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-    done
-    if [ "${QC_KEEP_TMP:-0}" = 1 ]; then
-        echo "kept $TMP"
-    else
-        rm -rf "$TMP"
-    fi
-}
-trap cleanup EXIT
-trap 'echo "c-demo: interrupted ($PASS passed, $FAIL failed)"; exit 130' INT
-trap 'echo "c-demo: interrupted ($PASS passed, $FAIL failed)"; exit 143' TERM
-
-pass() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
-
-# check NAME CMD... : CMD succeeds (its output is shown on failure)
-check() {
-    local name=$1
-    shift
-    if "$@" >"$TMP/check.out" 2>&1; then
-        pass "$name"
-    else
-        fail "$name"
-        sed 's/^/       /' "$TMP/check.out" | head -40
-    fi
-}
-
-client() { "$PY" "$CLIENT" "$@"; }
-# expect FILE NAME EXPR [--count N]: wait for a JSON line of FILE matching EXPR
-expect() {
-    local file=$1 name=$2
-    shift 2
-    check "$name" client expect "$file" "$@" --timeout "$T"
-}
-jeval() { client eval "$@"; }
-
-# sanitizer_clean STDERR_FILE: no ASan/LSan/UBSan report
-sanitizer_clean() {
-    if grep -nE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: [A-Za-z]*Sanitizer|Sanitizer has encountered a fatal error' "$1"; then
-        echo "--- sanitizer report in $1:"
-        sed -n '1,200p' "$1"
-        return 1
-    fi
-    return 0
-}
-
-# wait_exit PID SECONDS -> sets RC (124 on timeout)
-wait_exit() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 10; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        RC=124
-        return
-    fi
-    wait "$pid"
-    RC=$?
-}
-
-file_absent() { [ ! -e "$1" ]; }
-
-SAN_ENV=(
-    "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1${QC_ASAN_EXTRA:+:$QC_ASAN_EXTRA}"
-    "LSAN_OPTIONS=report_objects=1"
-    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
-)
+harness_init c-demo tap "$TMP"
 
 # ---------------------------------------------------------------------------
 echo "# build"
-if ! make -C "$ROOT/examples/c" asan abi ${NO_CARGO:+NO_CARGO=1} >"$TMP/build.log" 2>&1; then
-    fail "build (make -C examples/c asan abi)"
-    cat "$TMP/build.log"
-    echo "c-demo: $PASS passed, $FAIL failed"
-    exit 1
-fi
-pass "build qcdemo-asan and abi_misuse-asan (-Wall -Wextra -Werror -Wpedantic)"
+build_c "build qcdemo-asan and abi_misuse-asan (-Wall -Wextra -Werror -Wpedantic)" asan abi
 
 # Isolated home: the real ~/.qwen is never touched.
 export HOME="$TMP/home" QWEN_HOME="$TMP/qwen-home"
@@ -173,20 +83,12 @@ NOTES="$TMP/notifications.jsonl"
 STATE="$TMP/mcp-state.json"
 mkfifo "$TMP/in1"
 
-env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS_SPEC" --ide-name "$IDE_NAME" <"$TMP/in1" >"$OUT" 2>"$ERR" &
-DEMO_PID=$!
-PIDS+=("$DEMO_PID")
-exec 3>"$TMP/in1"
-send() { printf '%s\n' "$1" >&3; }
+spawn "$TMP/in1" "$OUT" "$ERR" env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS_SPEC" --ide-name "$IDE_NAME"
+DEMO_PID=$LAST_PID
+peer_attach demo1 "$DEMO_PID" "$TMP/in1"
+send() { to_peer demo1 "$1"; }
 
-if ! READY=$(client expect "$OUT" 'e["event"]=="ready"' --timeout "$T" 2>"$TMP/ready.err"); then
-    fail "session 1: ready event"
-    cat "$TMP/ready.err" "$ERR"
-    echo "c-demo: $PASS passed, $FAIL failed"
-    exit 1
-fi
-pass "session 1: ready event"
-echo "       $READY"
+expect_ready "$OUT" "session 1: ready event" "$ERR"
 PORT=$(client get "$READY" port)
 LOCK=$(client get "$READY" lockFile)
 export PORT LOCK
@@ -250,9 +152,8 @@ else
 fi
 check "initialize result has serverInfo and a protocolVersion" \
     jeval '"serverInfo" in d["initialize"] and d["initialize"]["protocolVersion"]' "${INIT:-null}"
-client listen --state "$STATE" --out "$NOTES" &
-LISTEN_PID=$!
-PIDS+=("$LISTEN_PID")
+spawn - - - "$PY" "$CLIENT" listen --state "$STATE" --out "$NOTES"
+LISTEN_PID=$LAST_PID
 expect "$NOTES" "GET /mcp opens an SSE stream" 'e.get("_stream")=="open" and e["status"]==200 and "text/event-stream" in e["contentType"]'
 expect "$NOTES" "state set before connecting arrives as ide/contextUpdate when the stream opens" \
     'e.get("method")=="ide/contextUpdate" and e["params"]["workspaceState"]["isTrusted"] is True and [f["path"] for f in e["params"]["workspaceState"]["openFiles"] if f.get("isActive")]==[env["F1"]] and e["params"]["workspaceState"]["openFiles"][0]["cursor"]=={"line":7,"character":3} and e["params"]["workspaceState"]["openFiles"][0]["selectedText"]==env["CTX_SEL"]'
@@ -330,7 +231,7 @@ check "lock file still exists before SIGTERM" test -f "$LOCK"
 kill -TERM "$DEMO_PID"
 wait_exit "$DEMO_PID" "$T"
 check "SIGTERM interrupts the blocked read: clean exit 0 (rc=$RC)" test "$RC" -eq 0
-exec 3>&-
+close_peer demo1
 expect "$OUT" "last event is stopped" 'e["event"]=="stopped"'
 check "\"stopped\" is the last line" jeval 'json.loads(open(env["OUT1"]).read().splitlines()[-1]) == {"event": "stopped"}'
 check "lock file removed after SIGTERM" file_absent "$LOCK"
@@ -344,9 +245,8 @@ echo "# session 2: EOF stops; an unterminated last line still runs"
 OUT2="$TMP/out2.jsonl"
 ERR2="$TMP/err2.log"
 printf 'open %s\nfocus %s\ncursor 1 1\nselect x\nfrobnicate eof' "$F1" "$F1" >"$TMP/in2"
-env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS1" <"$TMP/in2" >"$OUT2" 2>"$ERR2" &
-PID2=$!
-PIDS+=("$PID2")
+spawn "$TMP/in2" "$OUT2" "$ERR2" env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS1"
+PID2=$LAST_PID
 wait_exit "$PID2" "$T"
 check "EOF: clean exit 0 (rc=$RC)" test "$RC" -eq 0
 check "EOF: ready ... unknown command (unterminated last line) ... stopped" \
@@ -360,16 +260,15 @@ echo "# session 3: the stop command (stdin stays open; later lines are not run)"
 OUT3="$TMP/out3.jsonl"
 ERR3="$TMP/err3.log"
 mkfifo "$TMP/in3"
-env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS2" --ide-name=Third <"$TMP/in3" >"$OUT3" 2>"$ERR3" &
-PID3=$!
-PIDS+=("$PID3")
-exec 4>"$TMP/in3"
+spawn "$TMP/in3" "$OUT3" "$ERR3" env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$WS2" --ide-name=Third
+PID3=$LAST_PID
+peer_attach demo3 "$PID3" "$TMP/in3"
 expect "$OUT3" "stop session: ready" 'e["event"]=="ready"'
 LOCK3=$(client get "$(head -n1 "$OUT3")" lockFile 2>/dev/null || echo "$LOCKDIR/none")
 check "stop session: lock file exists" test -f "$LOCK3"
-printf 'open %s\nstop\nfrobnicate after-stop\n' "$F2" >&4
+to_peer demo3 "$(printf 'open %s\nstop\nfrobnicate after-stop' "$F2")"
 wait_exit "$PID3" "$T"
-exec 4>&-
+close_peer demo3
 check "stop: clean exit 0 (rc=$RC)" test "$RC" -eq 0
 check "stop: ready, stopped and nothing after stop" \
     jeval '[json.loads(l)["event"] for l in open(env["TMP"] + "/out3.jsonl")] == ["ready", "stopped"]'
@@ -387,5 +286,5 @@ if [ "${QC_SKIP_SESSIONS:-0}" != 1 ]; then
     fi
 fi
 
-echo "c-demo: $PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+summary
+[ "$FAILED" -eq 0 ]

@@ -19,147 +19,37 @@
 #      QWEN_CLI_JS (path of @qwen-code/qwen-code's cli.js for the ps comparison;
 #      default: the scratch install, else `qwen` on PATH; skipped when absent).
 set -u
+# shellcheck source=../lib/harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PY=${PYTHON:-python3}
-CLIENT="$HERE/mcp_client.py"
 DEMO="$ROOT/target/c/qcdemo-asan"
 T=${QC_TEST_TIMEOUT:-30}
-
-PASS=0
-FAIL=0
-SKIP=0
-PIDS=()
-declare -A LPID LFD
+KEEP_RUN=${QC_KEEP_TMP:-0}
+declare -A LPID
 # Under /tmp whatever TMPDIR says: socket paths must stay under 104 bytes.
 TMP=$(mktemp -d /tmp/qc-sess.XXXXXX)
-
-cleanup() {
-    local pid tag
-    for tag in "${!LFD[@]}"; do
-        eval "exec ${LFD[$tag]}>&-" 2>/dev/null
-    done
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null
-    done
-    for pid in "${PIDS[@]}"; do
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-    done
-    if [ "${QC_KEEP_TMP:-0}" = 1 ]; then
-        echo "kept $TMP"
-    else
-        rm -rf "$TMP"
-    fi
-}
-trap cleanup EXIT
-trap 'echo "c-sessions: interrupted ($PASS passed, $FAIL failed)"; exit 130' INT
-trap 'echo "c-sessions: interrupted ($PASS passed, $FAIL failed)"; exit 143' TERM
-
-pass() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
-skip() { SKIP=$((SKIP + 1)); echo "skip - $*"; }
-
-summary() {
-    if [ "$SKIP" -gt 0 ]; then
-        echo "c-sessions: $PASS passed, $FAIL failed, $SKIP skipped"
-    else
-        echo "c-sessions: $PASS passed, $FAIL failed"
-    fi
-}
-
-# check NAME CMD... : CMD succeeds (its output is shown on failure)
-check() {
-    local name=$1
-    shift
-    if "$@" >"$TMP/check.out" 2>&1; then
-        pass "$name"
-    else
-        fail "$name"
-        sed 's/^/       /' "$TMP/check.out" | head -40
-    fi
-}
-
-client() { "$PY" "$CLIENT" "$@"; }
-# expect FILE NAME EXPR [--count N]: wait for a JSON line of FILE matching EXPR
-expect() {
-    local file=$1 name=$2
-    shift 2
-    check "$name" client expect "$file" "$@" --timeout "$T"
-}
-jeval() { client eval "$@"; }
-
-sanitizer_clean() {
-    local f bad=0
-    for f in "$@"; do
-        if grep -nE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: [A-Za-z]*Sanitizer|Sanitizer has encountered a fatal error' "$f"; then
-            echo "--- sanitizer report in $f:"
-            sed -n '1,200p' "$f"
-            bad=1
-        fi
-    done
-    return $bad
-}
-
-# wait_exit PID SECONDS -> sets RC (124 on timeout)
-wait_exit() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 10; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        RC=124
-        return
-    fi
-    wait "$pid"
-    RC=$?
-}
-
-file_absent() { [ ! -e "$1" ]; }
-
-SAN_ENV=(
-    "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1${QC_ASAN_EXTRA:+:$QC_ASAN_EXTRA}"
-    "LSAN_OPTIONS=report_objects=1"
-    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
-)
+harness_init c-sessions tap "$TMP"
 
 # listen TAG ARGS... : start `sessions listen ARGS` fed by a FIFO; wait for
 # "ready" and export <TAG>_SID, <TAG>_REF, <TAG>_IPC, <TAG>_RECORD.
 listen() {
-    local tag=$1 fd ready
+    local tag=$1 ready
     shift
     mkfifo "$TMP/in.$tag"
-    env "${SAN_ENV[@]}" "$DEMO" sessions listen "$@" <"$TMP/in.$tag" >"$TMP/out.$tag" 2>"$TMP/err.$tag" &
-    LPID[$tag]=$!
-    PIDS+=("$!")
-    exec {fd}>"$TMP/in.$tag"
-    LFD[$tag]=$fd
-    if ! ready=$(client expect "$TMP/out.$tag" 'e["event"]=="ready"' --timeout "$T" 2>"$TMP/ready.err"); then
-        fail "$tag: ready event"
-        cat "$TMP/ready.err" "$TMP/err.$tag"
-        summary
-        exit 1
-    fi
-    pass "$tag: ready event"
-    echo "       $ready"
+    spawn "$TMP/in.$tag" "$TMP/out.$tag" "$TMP/err.$tag" env "${SAN_ENV[@]}" "$DEMO" sessions listen "$@"
+    LPID[$tag]=$LAST_PID
+    peer_attach "$tag" "$LAST_PID" "$TMP/in.$tag"
+    expect_ready "$TMP/out.$tag" "$tag: ready event" "$TMP/err.$tag"
+    ready=$READY
     export "${tag}_SID=$(client get "$ready" sessionId)" "${tag}_REF=$(client get "$ready" ref)" \
         "${tag}_IPC=$(client get "$ready" ipcPath)" "${tag}_RECORD=$(client get "$ready" record)"
 }
 
 # to TAG LINE : one command on the listener's stdin
-to() { printf '%s\n' "$2" >&"${LFD[$1]}"; }
+to() { to_peer "$1" "$2"; }
 
 # close_stdin TAG
-close_stdin() {
-    eval "exec ${LFD[$1]}>&-"
-    unset "LFD[$1]"
-}
+close_stdin() { close_peer "$1"; }
 
 # oneshot TAG ARGS... : `sessions send ARGS` -> $TMP/send.TAG.out/.err, RC
 oneshot() {
@@ -174,13 +64,7 @@ sent_id() { client eval 'print([e["msgId"] for e in L(env["F"]) if e and e["even
 
 # ---------------------------------------------------------------------------
 echo "# build"
-if ! make -C "$ROOT/examples/c" asan ${NO_CARGO:+NO_CARGO=1} >"$TMP/build.log" 2>&1; then
-    fail "build (make -C examples/c asan)"
-    cat "$TMP/build.log"
-    summary
-    exit 1
-fi
-pass "build qcdemo-asan (-Wall -Wextra -Werror -Wpedantic)"
+build_c "build qcdemo-asan (-Wall -Wextra -Werror -Wpedantic)" asan
 
 # Isolated: the real ~/.qwen, runtime dir and /tmp sockets are never touched.
 export HOME="$TMP/home" QWEN_HOME="$TMP/qwen-home" XDG_RUNTIME_DIR="$TMP/run" TMPDIR="$TMP/tmp"
@@ -502,4 +386,4 @@ check "ps at the end: no session" grep -qx 'No Qwen Code sessions are registered
 check "ps at the end: sanitizers clean" sanitizer_clean "$TMP/ps-end.err"
 
 summary
-[ "$FAIL" -eq 0 ]
+[ "$FAILED" -eq 0 ]

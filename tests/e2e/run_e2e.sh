@@ -55,8 +55,8 @@
 #   default <repo>/target/e2e).
 # Last line of output: `e2e: N passed, M failed`; exit status 0 only if nothing failed.
 set -u -o pipefail
-
-usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
+# shellcheck source=../lib/harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
 MODE=${E2E_MODE:-tui}
 HOST_ARG=""
@@ -77,14 +77,13 @@ case $HOST_ARG in
 esac
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-ROOT=$(cd "$HERE/../.." && pwd -P)
-QWEN_VERSION=0.24.4
 E2E_DIR=${E2E_DIR:-$ROOT/target/e2e}
 QWEN_CACHE=$E2E_DIR/qwen
-QWEN_PKG=$QWEN_CACHE/node_modules/@qwen-code/qwen-code
-TURN_TIMEOUT=${E2E_TURN_TIMEOUT:-45}
+STEP_TIMEOUT=${E2E_TURN_TIMEOUT:-45}
 TOTAL_TIMEOUT=${E2E_TOTAL_TIMEOUT:-300}
 BUILD_TIMEOUT=${E2E_BUILD_TIMEOUT:-1800}
+KEEP_RUN=${E2E_KEEP:-0}
+TOTAL_NOTE=" (mode $MODE)"
 DEMO_SPEC=${E2E_DEMO:-$ROOT/target/c/qcdemo}
 case $HOST_ARG in
   demo) DEMO_SPEC=$ROOT/target/c/qcdemo ;;
@@ -102,66 +101,11 @@ if [ -n "$KEEPALIVE_S" ]; then
   CHECKS+=(keepalive)
   TOTAL_TIMEOUT=$(( TOTAL_TIMEOUT + KEEPALIVE_S ))
 fi
-declare -A RESULT=()
-PASSED=0 FAILED=0
-PIDS=()
-DEMO_PID="" QWEN_PID="" PANE_PID="" TMUX_SERVER_PID="" TMUX_SOCK="" SOCK_DIR=""
-DEMO_FD_OPEN=0 QWEN_FD_OPEN=0
+DEMO_PID="" QWEN_PID=""
 DEBUG_LOG="" SCAN_DEBUG_LOG="" LOCK_FILE="" DIFF_BLOCKED=""
-RUN=""
-T_START=$(date +%s%N)
-DEADLINE_MS=0
+harness_init e2e named
 
-# ---------------------------------------------------------------- small utilities
-ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
-since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
-log() { printf '[%6ss] %s\n' "$(since "$T_START")" "$*"; }
-section() { printf '\n----- %s -----\n' "$*"; }
-short() { cut -c1-400; }
-
-pass() {
-  local id=$1; shift
-  [ -n "${RESULT[$id]:-}" ] && return 0
-  RESULT[$id]=pass; PASSED=$((PASSED + 1))
-  log "PASS $id: $*"
-}
-fail() {
-  local id=$1; shift
-  [ -n "${RESULT[$id]:-}" ] && return 0
-  RESULT[$id]=fail; FAILED=$((FAILED + 1))
-  log "FAIL $id: $*"
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
-    tmux_cmd capture-pane -p -t e2e > "$RUN/pane.fail-$id.txt" 2>/dev/null
-  fi
-}
-# Fail every check not decided yet and stop the run (cleanup prints the diagnostics).
-abort() {
-  local id
-  log "ABORT: $*"
-  for id in "${CHECKS[@]}"; do fail "$id" "not run: $*"; done
-  exit 1
-}
-
-# Milliseconds left for one step: min(turn timeout, what remains of the total).
-step_ms() {
-  local left=$(( DEADLINE_MS - $(ms_now) ))
-  local turn=$(( TURN_TIMEOUT * 1000 ))
-  [ "$left" -lt "$turn" ] && turn=$left
-  [ "$turn" -lt 0 ] && turn=0
-  echo "$turn"
-}
-step_s() { awk -v m="$(step_ms)" 'BEGIN { printf "%.1f", m / 1000 }'; }
-
-# Process state straight from /proc (slim images have no ps): zombies count as dead.
-proc_alive() {
-  local stat
-  [ -n "$1" ] && read -r stat 2>/dev/null < "/proc/$1/stat" || return 1
-  stat=${stat##*) }
-  case ${stat%% *} in Z|X) return 1 ;; esac
-  return 0
-}
-
-# Something died that must stay alive during the current phase?
+# Something died that must stay alive during the current phase? (wait_until, wait_json)
 WATCH_DEMO=0 WATCH_QWEN=0
 watch_broken() {
   if [ "$WATCH_DEMO" = 1 ] && ! proc_alive "$DEMO_PID"; then echo "the demo (pid $DEMO_PID) exited"; return 0; fi
@@ -178,103 +122,17 @@ watch_args() {
     elif [ -n "$QWEN_PID" ]; then printf -- '--watch-pid\n%s\n' "$QWEN_PID"; fi
   fi
 }
+# At cleanup the demo is asked to stop (it removes its lock file); qwen only gets EOF.
+peer_stop_line() { [ "$1" != demo ] || echo stop; }
 
-# wait_until CMD...: poll CMD every 0.2 s within the step budget.
-# Status 0 = condition met, 1 = timeout, 2 = a watched process died (WHY is set).
-WHY=""
-wait_until() {
-  local end=$(( $(ms_now) + $(step_ms) ))
-  WHY=""
-  while :; do
-    "$@" && return 0
-    if WHY=$(watch_broken); then return 2; fi
-    if [ "$(ms_now)" -ge "$end" ]; then WHY="timed out"; return 1; fi
-    sleep 0.2
-  done
-}
-
-# wait_json FILE FROM ARGS...: wait for a JSON line (index >= FROM) matching ARGS; the
-# line lands in $JSON_LINE (not on stdout, so that $WHY survives: no command substitution).
-wait_json() {
-  local file=$1 from=$2; shift 2
-  local -a extra=()
-  mapfile -t extra < <(watch_args)
-  local out rc
-  out=$("$PYTHON" "$HERE/e2e_util.py" wait-json "$file" --from "$from" --timeout "$(step_s)" "$@" "${extra[@]}" 2>"$RUN/wait.err")
-  rc=$?
-  case $rc in
-    0) JSON_LINE=$out; WHY="" ;;
-    1) WHY="timed out" ;;
-    *) WHY=$(cat "$RUN/wait.err") ;;
-  esac
-  return $rc
-}
-lines_of() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
-jget() { "$PYTHON" "$HERE/e2e_util.py" get "$1" "$2"; }
-
-# Print PID and all its descendants (parents first), from the ppid fields in /proc.
-descendants() {
-  local -A kids=()
-  local f stat rest pid ppid
-  for f in /proc/[0-9]*/stat; do
-    read -r stat 2>/dev/null < "$f" || continue
-    pid=${stat%% *}
-    rest=${stat##*) }
-    ppid=${rest#* }; ppid=${ppid%% *}
-    kids[$ppid]+=" $pid"
-  done
-  local -a todo=("$1")
-  while [ ${#todo[@]} -gt 0 ]; do
-    pid=${todo[0]}; todo=("${todo[@]:1}")
-    echo "$pid"
-    for f in ${kids[$pid]:-}; do todo+=("$f"); done
-  done
-}
-# Terminate the trees of the given PIDs (ours: started by this script, or the tmux
-# server/pane it created): TERM each live root's process group (the roots are session
-# leaders via setsid/tmux) and every descendant found in /proc, then KILL what is left.
-kill_trees() {
-  local -a roots=() all=() left=() tree=()
-  local p
-  for p in "$@"; do
-    [ -n "$p" ] && proc_alive "$p" || continue
-    roots+=("$p")
-    mapfile -t tree < <(descendants "$p")
-    all+=("${tree[@]}")
-  done
-  [ ${#roots[@]} -eq 0 ] && return 0
-  for p in "${roots[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-  kill -TERM "${all[@]}" 2>/dev/null
-  for _ in $(seq 1 30); do
-    left=(); for p in "${all[@]}"; do proc_alive "$p" && left+=("$p"); done
-    [ ${#left[@]} -eq 0 ] && return 0
-    sleep 0.1
-  done
-  for p in "${roots[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
-  kill -KILL "${left[@]}" 2>/dev/null
-  return 0
-}
-
-# start_proc NAME STDIN CMD...: run CMD in its own session (so its process group can be
-# killed), stdout/stderr to $RUN/NAME.out/.err. Sets LAST_PID.
-start_proc() {
-  local name=$1 input=$2; shift 2
-  setsid "$@" < "$input" > "$RUN/$name.out" 2> "$RUN/$name.err" &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
-}
-
-tmux_cmd() { env -i PATH="$SYS_PATH" HOME="$HOME_DIR" TERM=xterm-256color tmux -S "$TMUX_SOCK" "$@"; }
+eu() { "$PYTHON" "$HERE/e2e_util.py" "$@"; }
 pane() { tmux_cmd capture-pane -p -t e2e 2>/dev/null; }
 pane_has() { pane | grep -qF -- "$1"; }
 pane_lacks() { ! pane_has "$1"; }
-file_has() { [ -f "$1" ] && grep -qF -- "$2" "$1"; }
-file_is() { [ -f "$1" ] && cmp -s "$1" "$2"; }
 
 demo_cmd() {
   log "demo <- $*"
-  # In a subshell: if the demo is gone, SIGPIPE ends the subshell, not the harness.
-  if ! (printf '%s\n' "$*" >&7) 2>/dev/null; then
+  if ! to_peer demo "$*"; then
     fail "${CUR_CHECK:-stop}" "could not write to the demo's stdin (demo exited?)"
     return 1
   fi
@@ -282,127 +140,36 @@ demo_cmd() {
 
 TURNS=0
 submit() {
-  local line
   TURNS=$((TURNS + 1))
-  line=$("$PYTHON" "$HERE/e2e_util.py" submit-line "$MODE" "$1")
   log "submit: $1"
   if [ "$MODE" = tui ]; then
-    printf '%s\n' "$line" >> "$RUN/tui_input.jsonl"
+    tui_submit qwen_tui "$1"
   else
-    (printf '%s\n' "$line" >&8) 2>/dev/null || { WHY="qwen's stdin is closed"; return 1; }
+    to_peer qwen_sj "$("$PYTHON" "$HUTIL" submit-line stream-json "$1")" || { WHY="qwen's stdin is closed"; return 1; }
   fi
 }
 
-# ---------------------------------------------------------------- diagnostics
 dump_diag() {
-  local f id
-  section "diagnostics (run directory: $RUN)"
+  local f
+  dump_begin
   for f in "$DEBUG_LOG" "$SCAN_DEBUG_LOG"; do
     [ -n "$f" ] && [ -f "$f" ] || continue
-    section "qwen debug log $f: IDE / closeDiff / errors"
-    grep -E '\[IDE\]|closeDiff|openDiff|RemoteInput|\[ERROR\]|\[WARN\]' "$f" | tail -n 40 | short
+    dump_debug_log "$f" "IDE / closeDiff / errors" '\[IDE\]|closeDiff|openDiff|RemoteInput|\[ERROR\]|\[WARN\]'
     section "qwen debug log $f: last 25 lines"
     tail -n 25 "$f" | short
   done
-  if [ -f "$RUN/model.jsonl" ]; then
-    section "fake model requests"
-    "$PYTHON" "$HERE/e2e_util.py" model-summary "$RUN/model.jsonl" | short
-  fi
-  for f in demo.out demo.err model.err qwen_tui.stderr qwen_sj.out qwen_sj.err scan.out scan.err build.log; do
-    [ -s "$RUN/$f" ] || continue
-    section "$f (last 40 lines)"
-    tail -n 40 "$RUN/$f" | short
-  done
-  for f in "$RUN"/pane.fail-*.txt; do
-    [ -s "$f" ] || continue
-    id=${f##*/pane.fail-}
-    section "tmux pane when ${id%.txt} failed (non-empty lines)"
-    grep -v '^[[:space:]]*$' "$f" | tail -n 30
-  done
+  dump_model_requests
+  dump_outputs
   if [ -s "$RUN/tap.log" ]; then
     section "wire log (E2E_TAP) last 200 lines"
     tail -n 200 "$RUN/tap.log" | short
   fi
-  if [ -s "$RUN/pane.final.txt" ]; then
-    section "tmux pane (last 40 non-empty lines)"
-    grep -v '^[[:space:]]*$' "$RUN/pane.final.txt" | tail -n 40
-  fi
-  section "end of diagnostics"
+  dump_panes
+  dump_end
 }
-
-# ---------------------------------------------------------------- cleanup
-FINISHED=0
-cleanup() {
-  local rc=$? id
-  trap - EXIT INT TERM
-  set +e
-  if [ "$FINISHED" != 1 ]; then
-    for id in "${CHECKS[@]}"; do fail "$id" "not run (harness stopped early, status $rc)"; done
-  fi
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
-    tmux_cmd capture-pane -p -S -200 -t e2e > "$RUN/pane.final.txt" 2>/dev/null
-  fi
-  # Ask the demo to stop gracefully first (it removes its lock file), then kill trees.
-  if [ "$DEMO_FD_OPEN" = 1 ]; then
-    (printf 'stop\n' >&7) 2>/dev/null
-    exec 7>&-
-    DEMO_FD_OPEN=0
-    for _ in $(seq 1 30); do proc_alive "$DEMO_PID" || break; sleep 0.1; done
-  fi
-  if [ "$QWEN_FD_OPEN" = 1 ]; then exec 8>&-; QWEN_FD_OPEN=0; fi
-  local -a trees=("${PIDS[@]}" "$PANE_PID")
-  local -a pane_tree=()
-  [ -n "$PANE_PID" ] && proc_alive "$PANE_PID" && mapfile -t pane_tree < <(descendants "$PANE_PID")
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then tmux_cmd kill-server 2>/dev/null; fi
-  kill_trees "${trees[@]}" "${pane_tree[@]}" "$TMUX_SERVER_PID"
-  [ -n "$SOCK_DIR" ] && rm -rf "$SOCK_DIR"
-  if [ "$FAILED" -gt 0 ] && [ -n "$RUN" ]; then dump_diag; fi
-  if [ -n "$RUN" ]; then
-    if [ "$FAILED" -eq 0 ] && [ "${E2E_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else log "run directory kept: $RUN"; fi
-  fi
-  log "total time $(since "$T_START")s (mode $MODE)"
-  echo "e2e: $PASSED passed, $FAILED failed"
-  if [ "$FAILED" -gt 0 ] || [ "$PASSED" -eq 0 ]; then exit 1; fi
-  exit 0
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
 
 # ---------------------------------------------------------------- prerequisites
-PYTHON=$(command -v python3 >/dev/null && python3 -c 'import sys; print(sys.executable)') \
-  || abort "python3 not found"
-NODE=$(command -v node) || abort "node not found"
-NODE_MAJOR=$("$NODE" -p 'process.versions.node.split(".")[0]')
-[ "$NODE_MAJOR" -ge 20 ] || abort "node >= 20 required, found $("$NODE" --version)"
-SYS_PATH="$(dirname "$NODE"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-ensure_qwen() {
-  local have
-  have=$("$NODE" -p "require('$QWEN_PKG/package.json').version" 2>/dev/null)
-  if [ "$have" = "$QWEN_VERSION" ] && [ -f "$QWEN_PKG/cli-entry.js" ]; then
-    log "qwen $QWEN_VERSION already installed in $QWEN_CACHE"
-    return 0
-  fi
-  log "installing @qwen-code/qwen-code@$QWEN_VERSION into $QWEN_CACHE"
-  mkdir -p "$QWEN_CACHE" || return 1
-  printf '{ "name": "qwen-companion-e2e-cli", "private": true }\n' > "$QWEN_CACHE/package.json"
-  timeout 900 npm install --prefix "$QWEN_CACHE" --no-audit --no-fund --no-update-notifier \
-    --save-exact --loglevel=error "@qwen-code/qwen-code@$QWEN_VERSION" || return 1
-  have=$("$NODE" -p "require('$QWEN_PKG/package.json').version" 2>/dev/null)
-  [ "$have" = "$QWEN_VERSION" ]
-}
-
-ensure_tmux() {
-  command -v tmux >/dev/null 2>&1 && return 0
-  local -a sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
-  log "installing tmux with apt-get"
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux \
-    || { timeout 600 "${sudo[@]}" apt-get update && timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux; } \
-    || return 1
-  command -v tmux >/dev/null 2>&1
-}
+need_python_and_node
 
 ensure_demo() {
   if [ "$DEMO_SPEC" = standin ]; then
@@ -415,7 +182,7 @@ ensure_demo() {
     local lib=$ROOT/target/release/libqwen_companion.so py
     if [ "${E2E_NO_BUILD:-0}" != 1 ]; then
       log "building the library (incremental): make -C examples/c lib"
-      (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c lib) > "$RUN/build.log" 2>&1 \
+      make_examples_c "$RUN/build.log" lib \
         || { log "make -C examples/c lib failed (output: build.log, in the diagnostics below)"; return 1; }
     fi
     [ -f "$lib" ] || { echo "no library at $lib"; return 1; }
@@ -432,7 +199,7 @@ ensure_demo() {
   fi
   if [ "${E2E_NO_BUILD:-0}" != 1 ] && [ "$DEMO_SPEC" = "$ROOT/target/c/qcdemo" ]; then
     log "building the demo (incremental): make -C examples/c"
-    (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c) > "$RUN/build.log" 2>&1 \
+    make_examples_c "$RUN/build.log" \
       || { log "make -C examples/c failed (output: build.log, in the diagnostics below)"; return 1; }
   fi
   [ -x "$DEMO_SPEC" ] || { echo "no demo binary at $DEMO_SPEC"; return 1; }
@@ -451,24 +218,10 @@ log "setup done in $(since "$SETUP_T0")s; run directory $RUN"
 T_TEST=$(date +%s%N)
 DEADLINE_MS=$(( $(ms_now) + TOTAL_TIMEOUT * 1000 ))
 HOME_DIR=$RUN/home
+TMUX_HOME=$HOME_DIR
 WS=$RUN/ws
 mkdir -p "$HOME_DIR/.qwen" "$WS/src" "$RUN/other-ws"
-cat > "$HOME_DIR/.qwen/settings.json" <<'JSON'
-{
-  "ide": { "enabled": true, "hasSeenNudge": true },
-  "security": { "auth": { "selectedType": "openai" }, "folderTrust": { "enabled": false } },
-  "general": { "enableAutoUpdate": false, "showSessionRecap": false },
-  "privacy": { "usageStatisticsEnabled": false },
-  "telemetry": { "enabled": false },
-  "memory": { "enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false },
-  "model": { "skipNextSpeakerCheck": true, "skipLoopDetection": true },
-  "tools": { "useRipgrep": false },
-  "ui": { "hideTips": true, "hideBanner": true, "hideWindowTitle": true,
-          "enableFollowupSuggestions": false, "enableSpeculation": false,
-          "enableUserFeedback": false, "enableWelcomeBack": false,
-          "accessibility": { "enableLoadingPhrases": false } }
-}
-JSON
+qwen_settings ide > "$HOME_DIR/.qwen/settings.json"
 printf 'fn main() {\n    let answer = 42;\n    println!("{answer}");\n}\n' > "$WS/src/main.rs"
 printf '# e2e workspace\n' > "$WS/README.md"
 TAG=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
@@ -477,21 +230,13 @@ ACTIVE=$WS/src/main.rs
 OTHER=$WS/README.md
 
 # ---------------------------------------------------------------- fake model
-start_proc model /dev/null env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 \
-  "$PYTHON" "$HERE/fake_model.py" --port-file "$RUN/model.port" --log "$RUN/model.jsonl"
-MODEL_PID=$LAST_PID
-wait_until test -s "$RUN/model.port" || abort "the fake model did not start: $(cat "$RUN/model.err")"
-MODEL_PORT=$(cat "$RUN/model.port")
-log "fake model on 127.0.0.1:$MODEL_PORT (pid $MODEL_PID)"
+start_fake_model "$HERE/fake_model.py" env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8
 
 # ---------------------------------------------------------------- demo (IDE side)
 CUR_CHECK=lock
-mkfifo "$RUN/demo.in"
-start_proc demo "$RUN/demo.in" env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 RUST_BACKTRACE=1 \
+start_peer demo env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 RUST_BACKTRACE=1 \
   "${DEMO_CMD[@]}" ide --workspace "$WS"
-DEMO_PID=$LAST_PID
-exec 7> "$RUN/demo.in"
-DEMO_FD_OPEN=1
+DEMO_PID=${PEER_PID[demo]}
 WATCH_DEMO=1
 wait_json "$RUN/demo.out" 0 --eq event=ready || abort "demo never printed its ready line ($WHY)"
 READY=$JSON_LINE
@@ -499,7 +244,7 @@ IDE_PORT=$(jget "$READY" port)
 LOCK_FILE=$(jget "$READY" lockFile)
 log "demo ready (pid $DEMO_PID): $READY"
 DEMO_ENV=()
-mapfile -t DEMO_ENV < <("$PYTHON" "$HERE/e2e_util.py" env-lines "$READY" env)
+mapfile -t DEMO_ENV < <(eu env-lines "$READY" env)
 PORT_ENV=()
 for kv in "${DEMO_ENV[@]}"; do
   case $kv in
@@ -509,7 +254,7 @@ for kv in "${DEMO_ENV[@]}"; do
 done
 printf '%s\n' "${PORT_ENV[@]}" | grep -q "^QWEN_CODE_IDE_SERVER_PORT=$IDE_PORT\$" \
   || log "note: the demo's env object has no QWEN_CODE_IDE_SERVER_PORT=$IDE_PORT"
-if LOCK_REPORT=$("$PYTHON" "$HERE/e2e_util.py" check-lock "$LOCK_FILE" --port "$IDE_PORT" \
+if LOCK_REPORT=$(eu check-lock "$LOCK_FILE" --port "$IDE_PORT" \
       --workspace "$WS" --lock-dir "$HOME_DIR/.qwen/ide" --pid "$DEMO_PID"); then
   printf '%s\n' "$LOCK_REPORT" | sed 's/^/    /'
   pass lock "lock file $LOCK_FILE is complete (ideInfo, live ppid, token, workspace)"
@@ -526,7 +271,7 @@ if [ "${E2E_TAP:-0}" = 1 ]; then
   wait_until test -s "$RUN/tap.port" || abort "the tap proxy did not start"
   TAP_PORT=$(cat "$RUN/tap.port")
   TAP_LOCK=$HOME_DIR/.qwen/ide/$TAP_PORT.lock
-  "$PYTHON" "$HERE/e2e_util.py" retarget-lock "$LOCK_FILE" "$TAP_LOCK" "$TAP_PORT" || abort "cannot copy the lock file"
+  eu retarget-lock "$LOCK_FILE" "$TAP_LOCK" "$TAP_PORT" || abort "cannot copy the lock file"
   PORT_ENV=("QWEN_CODE_IDE_SERVER_PORT=$TAP_PORT" "QWEN_CODE_IDE_WORKSPACE_PATH=$WS")
   log "E2E_TAP: qwen goes through 127.0.0.1:$TAP_PORT -> $IDE_PORT, wire log $RUN/tap.log"
 fi
@@ -543,42 +288,21 @@ QWEN_ENV=(PATH="$SYS_PATH" HOME="$HOME_DIR" TERM=xterm-256color LANG=C.UTF-8
   QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0
   NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
 log "qwen runs under env -i with only: $(printf '%s ' "${QWEN_ENV[@]%%=*}") + $(printf '%s ' "${PORT_ENV[@]}")(no TERM_PROGRAM)"
-new_session_id() { "$PYTHON" -c 'import uuid; print(uuid.uuid4())'; }
-qwen_args() {
-  QWEN_ARGS=(--openai-base-url "http://127.0.0.1:$MODEL_PORT/v1" --openai-api-key e2e-dummy-key
-    -m e2e-fake-model --auth-type openai --approval-mode default --debug --session-id "$1")
-}
 
 # ---------------------------------------------------------------- qwen (CLI side)
-SID=$(new_session_id)
+SID=$(new_uuid)
 DEBUG_LOG=$HOME_DIR/.qwen/debug/$SID.txt
-qwen_args "$SID"
+fake_model_args "$SID" default e2e-dummy-key
 if [ "$MODE" = tui ]; then
-  SOCK_DIR=$(mktemp -d /tmp/qce2e-tmux.XXXXXX)
-  TMUX_SOCK=$SOCK_DIR/sock
-  : > "$RUN/tui_input.jsonl"
-  {
-    echo '#!/usr/bin/env bash'
-    printf 'cd %q || exit 99\n' "$WS"
-    printf '%q ' env -i "${QWEN_ENV[@]}" "${PORT_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
-      --input-file "$RUN/tui_input.jsonl" --json-file "$RUN/tui_events.jsonl"
-    printf '2> %q\n' "$RUN/qwen_tui.stderr"
-    printf 'echo $? > %q\n' "$RUN/qwen_tui.rc"
-  } > "$RUN/qwen_tui.sh"
-  chmod +x "$RUN/qwen_tui.sh"
-  tmux_cmd -f /dev/null new-session -d -s e2e -x 200 -y 50 "$RUN/qwen_tui.sh" \; \
-    set-option -t e2e remain-on-exit on || abort "could not start tmux"
-  TMUX_SERVER_PID=$(tmux_cmd display-message -p -t e2e '#{pid}')
-  PANE_PID=$(tmux_cmd display-message -p -t e2e '#{pane_pid}')
-  log "qwen TUI started in tmux (server pid $TMUX_SERVER_PID, pane pid $PANE_PID), debug log $DEBUG_LOG"
+  tmux_dir qce2e
+  write_tui_script qwen_tui "$WS" env -i "${QWEN_ENV[@]}" "${PORT_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}"
+  tmux_start e2e "$RUN/qwen_tui.sh" || abort "could not start tmux"
+  log "qwen TUI started in tmux (server pid $TMUX_SERVER_PID, pane pid ${PANE_PIDS[0]}), debug log $DEBUG_LOG"
 else
-  mkfifo "$RUN/qwen.in"
-  start_proc qwen_sj "$RUN/qwen.in" bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" \
+  start_peer qwen_sj bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" \
     env -i "${QWEN_ENV[@]}" "${PORT_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
     --input-format stream-json --output-format stream-json
-  QWEN_PID=$LAST_PID
-  exec 8> "$RUN/qwen.in"
-  QWEN_FD_OPEN=1
+  QWEN_PID=${PEER_PID[qwen_sj]}
   log "qwen (stream-json) started, pid $QWEN_PID, debug log $DEBUG_LOG"
 fi
 WATCH_QWEN=1
@@ -618,7 +342,7 @@ submit "E2E_ASK what is selected in my editor?" || abort "$WHY"
 if wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask; then
   REQ=$JSON_LINE
   jget "$REQ" last_user_text > "$RUN/ask_user_text.txt"
-  if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/ask_user_text.txt" --path "$ACTIVE" \
+  if CTX=$(eu check-context "$RUN/ask_user_text.txt" --path "$ACTIVE" \
         --cursor "line 2, character 9" --selected "$SEL_TOKEN" --other "$OTHER"); then
     pass b-context "path, cursor and selection $SEL_TOKEN reached the model ($(since "$T0")s)"
   else
@@ -654,7 +378,7 @@ for attempt in 1 2 3; do
   sleep 1
 done
 if [ "$LIVE_OK" = 1 ]; then
-  if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/live_user_text.txt" --delta --path "$OTHER" \
+  if CTX=$(eu check-context "$RUN/live_user_text.txt" --delta --path "$OTHER" \
         --cursor "line 1, character 3" --selected "$LIVE_TOKEN"); then
     pass b-live "the change reached the model as a delta on ask $attempt ($(since "$T0")s)"
   else
@@ -681,18 +405,25 @@ expect_diff_opened() { # PATH CONTENT FROM
 wait_tool_result() { # FROM TEXT -> the model got a tool result containing TEXT
   wait_json "$RUN/model.jsonl" "$1" --eq last_role=tool --has "decision.text=$2"
 }
+# propose_write CHECK NAME: CHECK starts (T0); the model is asked to write
+# $WS/e2e_NAME.txt (-> W_PATH) with E2E_<NAME>_<TAG> (-> W_TOKEN), and the demo must show
+# that diff. D0 / M0: the demo's / the model's lines before the prompt.
+propose_write() {
+  CUR_CHECK=$1
+  T0=$(date +%s%N)
+  W_PATH=$WS/e2e_$2.txt
+  W_TOKEN=E2E_${2^^}_$TAG
+  D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
+  submit "E2E_WRITE path=$W_PATH content=$W_TOKEN" || abort "$WHY"
+  expect_diff_opened "$W_PATH" "$W_TOKEN"$'\n' "$D0"
+}
 
 # (c) accept from the IDE with edited text.
-CUR_CHECK=c-diff-opened
-T0=$(date +%s%N)
-ACCEPT_PATH=$WS/e2e_accept.txt
-ACCEPT_TOKEN=E2E_ACCEPT_$TAG
-D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
-submit "E2E_WRITE path=$ACCEPT_PATH content=$ACCEPT_TOKEN" || abort "$WHY"
-if expect_diff_opened "$ACCEPT_PATH" "$ACCEPT_TOKEN"$'\n' "$D0"; then
+if propose_write c-diff-opened accept; then
+  ACCEPT_PATH=$W_PATH
   pass c-diff-opened "openDiff reached the demo with the proposed content ($(since "$T0")s)"
   CUR_CHECK=c-accept
-  printf '%s\n// edited in the IDE before accepting (%s)\n' "$ACCEPT_TOKEN" "$TAG" > "$RUN/accept_edited.txt"
+  printf '%s\n// edited in the IDE before accepting (%s)\n' "$W_TOKEN" "$TAG" > "$RUN/accept_edited.txt"
   demo_cmd "accept-from $RUN/accept_edited.txt $ACCEPT_PATH"
   if wait_until file_is "$ACCEPT_PATH" "$RUN/accept_edited.txt"; then
     if wait_tool_result "$M0" "$ACCEPT_PATH"; then
@@ -713,19 +444,15 @@ fi
 # (c) the IDE declines: `reject` sends ide/diffRejected, `closed` (the user closed the
 # diff view) sends ide/diffClosed; qwen treats both as a rejection and writes nothing.
 ide_declines() { # CHECK VERB NAME
-  local check=$1 verb=$2 name=$3 path token
+  local check=$1 verb=$2 name=$3 path
   CUR_CHECK=$check
   if [ -n "$DIFF_BLOCKED" ]; then fail "$check" "not run: $DIFF_BLOCKED"; return; fi
-  T0=$(date +%s%N)
-  path=$WS/e2e_$name.txt
-  token=E2E_${name^^}_$TAG
-  D0=$(lines_of "$RUN/demo.out")
-  submit "E2E_WRITE path=$path content=$token" || abort "$WHY"
-  if ! expect_diff_opened "$path" "$token"$'\n' "$D0"; then
+  if ! propose_write "$check" "$name"; then
     fail "$check" "$WHY"
     DIFF_BLOCKED="the $name edit is still pending, and qwen handles one at a time"
     return
   fi
+  path=$W_PATH
   if [ "$MODE" = tui ]; then
     wait_until pane_has "Apply this change?" || log "note: the CLI dialog did not show ($WHY)"
     demo_cmd "$verb $path"
@@ -757,14 +484,11 @@ ide_declines c-closed closed closed
 if [ "$MODE" = tui ] && [ -n "$DIFF_BLOCKED" ]; then
   fail d-cli-accept "not run: $DIFF_BLOCKED"
 elif [ "$MODE" = tui ]; then
-  CUR_CHECK=d-cli-accept
-  T0=$(date +%s%N)
-  HOLD_PATH=$WS/e2e_hold.txt
-  HOLD_TOKEN=E2E_HOLD_$TAG
-  D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
-  submit "E2E_WRITE path=$HOLD_PATH content=$HOLD_TOKEN" || abort "$WHY"
-  printf '%s\n' "$HOLD_TOKEN" > "$RUN/hold_expected.txt"
-  if ! expect_diff_opened "$HOLD_PATH" "$HOLD_TOKEN"$'\n' "$D0"; then
+  propose_write d-cli-accept hold
+  OPENED=$?
+  HOLD_PATH=$W_PATH
+  printf '%s\n' "$W_TOKEN" > "$RUN/hold_expected.txt"
+  if [ "$OPENED" != 0 ]; then
     fail d-cli-accept "$WHY"
   elif ! wait_until pane_has "Apply this change?"; then
     fail d-cli-accept "the CLI approval dialog never showed ($WHY)"
@@ -792,7 +516,7 @@ if [ -n "$KEEPALIVE_S" ]; then
   OFF=$(stat -c %s "$RUN/tap.log")
   log "keepalive: idling ${KEEPALIVE_S}s, watching qwen's GET /mcp stream through the tap"
   sleep "$KEEPALIVE_S"
-  KA=$("$PYTHON" "$HERE/e2e_util.py" tap-get-traffic "$RUN/tap.log" --from-offset "$OFF")
+  KA=$(eu tap-get-traffic "$RUN/tap.log" --from-offset "$OFF")
   printf '%s\n' "$KA" | tail -n +2 | sed 's/^/    /'
   if [ "$(printf '%s\n' "$KA" | head -n 1)" -ge 1 ] 2>/dev/null; then
     pass keepalive "$(printf '%s\n' "$KA" | head -n 1) SSE chunk(s) on the idle GET stream in ${KEEPALIVE_S}s"
@@ -806,19 +530,16 @@ CUR_CHECK=quit
 T0=$(date +%s%N)
 WATCH_QWEN=0
 if [ "$MODE" = tui ]; then
-  tmux_cmd send-keys -t e2e -l /quit
-  sleep 0.3
-  tmux_cmd send-keys -t e2e Enter
+  tmux_quit e2e
   if wait_until test -s "$RUN/qwen_tui.rc"; then
     QRC=$(cat "$RUN/qwen_tui.rc")
     if [ "$QRC" = 0 ]; then pass quit "/quit exited in $(since "$T0")s"; else fail quit "qwen exited with status $QRC"; fi
   else
     fail quit "qwen did not exit after /quit ($WHY)"
   fi
-  tmux_cmd capture-pane -p -S -200 -t e2e > "$RUN/pane.final.txt" 2>/dev/null
+  capture_panes final 200
 else
-  exec 8>&-
-  QWEN_FD_OPEN=0
+  close_peer qwen_sj
   if wait_until eval '! proc_alive "$QWEN_PID"'; then
     wait "$QWEN_PID"; QRC=$?
     if [ "$QRC" = 0 ]; then pass quit "qwen exited after stdin closed ($(since "$T0")s)"; else fail quit "qwen exited with status $QRC"; fi
@@ -835,7 +556,7 @@ if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
   elif grep -qE "Request for closeDiff .* failed" "$DEBUG_LOG"; then
     fail d-cli-accept "closeDiff failed: $(grep -E 'Request for closeDiff .* failed' "$DEBUG_LOG" | tail -n 1 | short)"
   else
-    N_CLOSE=$("$PYTHON" "$HERE/e2e_util.py" count-json "$RUN/demo.out" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH")
+    N_CLOSE=$(count_json "$RUN/demo.out" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH")
     if [ "$N_CLOSE" != 1 ]; then
       # IdeClient.disconnect() re-sends closeDiff for diffs whose closeDiff never returned.
       fail d-cli-accept "closeDiff for $HOLD_PATH was requested $N_CLOSE times (reply lost or late?)"
@@ -862,9 +583,9 @@ T0=$(date +%s%N)
 DECOY=$HOME_DIR/.qwen/ide/9.lock
 printf '{"port":9,"workspacePath":"%s","authToken":"decoy","ppid":%d,"ideInfo":{"name":"decoy","displayName":"Decoy"}}\n' \
   "$RUN/other-ws" "$$" > "$DECOY"
-SCAN_SID=$(new_session_id)
+SCAN_SID=$(new_uuid)
 SCAN_DEBUG_LOG=$HOME_DIR/.qwen/debug/$SCAN_SID.txt
-qwen_args "$SCAN_SID"
+fake_model_args "$SCAN_SID" default e2e-dummy-key
 M0=$(lines_of "$RUN/model.jsonl")
 start_proc scan /dev/null bash -c 'cd "$1" && shift && exec "$@"' _ "$WS/src" \
   env -i "${QWEN_ENV[@]}" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" -p "E2E_ASK scan $TAG"
@@ -882,7 +603,7 @@ if wait_until eval '! proc_alive "$SCAN_PID"'; then
   else
     jget "$JSON_LINE" last_user_text > "$RUN/scan_user_text.txt"
     # A fresh session gets the current state: README.md active since b-live.
-    if CTX=$("$PYTHON" "$HERE/e2e_util.py" check-context "$RUN/scan_user_text.txt" --path "$OTHER" \
+    if CTX=$(eu check-context "$RUN/scan_user_text.txt" --path "$OTHER" \
           --cursor "line 1, character 3" --selected "$LIVE_TOKEN" --other "$ACTIVE"); then
       if [ -f "$LOCK_FILE" ]; then
         pass scan "found by cwd scan (decoy skipped), context delivered ($(since "$T0")s)"
@@ -904,8 +625,7 @@ CUR_CHECK=stop
 T0=$(date +%s%N)
 WATCH_DEMO=0
 demo_cmd stop
-exec 7>&-
-DEMO_FD_OPEN=0
+close_peer demo
 if wait_until eval '! proc_alive "$DEMO_PID"'; then
   wait "$DEMO_PID"; DRC=$?
   if [ -e "$LOCK_FILE" ]; then
@@ -921,7 +641,7 @@ else
   fail stop "the demo did not exit after 'stop' ($WHY)"
 fi
 
-N_ERR=$("$PYTHON" "$HERE/e2e_util.py" count-json "$RUN/demo.out" --eq event=error)
+N_ERR=$(count_json "$RUN/demo.out" --eq event=error)
 if [ "$N_ERR" != 0 ]; then
   log "note: the demo printed $N_ERR error event(s):"
   grep -E '"event": ?"error"' "$RUN/demo.out" | short | sed 's/^/    /'

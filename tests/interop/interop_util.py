@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers for run_sessions.sh that tests/e2e/e2e_util.py does not have (stdlib only).
+"""Helpers for run_sessions.sh beyond tests/lib/harness_util.py (stdlib only).
 
   find-record DIR [--eq K=V]... [--require-ipc]
       Print (one compact line, ipcToken removed) the first session record in DIR
@@ -11,10 +11,6 @@
       FILE holds JSON lines (`qwen sessions ps --json`, `qcdemo sessions ps --json`);
       print the first line whose dotted keys equal the values, exit 1 if none.
       Non-JSON lines are ignored.
-  wait-line FILE [--from N] [--eq K=V]... [--contains SUB]... [--timeout S] [--watch-pid P]
-      Wait for the first JSON line (index >= N) whose dotted keys equal the values and
-      whose raw text contains every SUB (e.g. a msgId wherever the line nests it); print
-      it. Exit 1 on timeout, 2 if the watched process exited.
   same-lines A B
       A and B hold JSON lines; exit 0 if they hold the same documents in the same order
       (key order included), else print the first difference and exit 1.
@@ -29,53 +25,20 @@ import json
 import os
 import re
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from harness_util import matches, split_kv  # noqa: E402
 
 RECORD_RE = re.compile(r"^\d+(-[0-9a-f]{8})?\.json$")
 
 
-def conds(args):
-    out = []
-    for a in args:
-        k, sep, v = a.partition("=")
-        if not sep:
-            raise SystemExit("bad condition %r" % a)
-        out.append((k, v))
-    return out
-
-
-def as_text(v):
-    return v if isinstance(v, str) else json.dumps(v)
-
-
-def dig(obj, key):
-    for part in key.split("."):
-        if isinstance(obj, dict) and part in obj:
-            obj = obj[part]
-        else:
-            return None
-    return obj
-
-
-def match(doc, eqs):
-    """Every dotted key K of the document equals V (as text)."""
-    for k, v in eqs:
-        got = dig(doc, k)
-        if got is None or as_text(got) != v:
-            return False
-    return True
-
-
-def parse_opts(argv, valued=()):
+def parse_opts(argv):
+    """--eq K=V pairs, other --flags, positional arguments."""
     eqs, flags, rest = [], set(), []
-    vals = {}
     i = 0
     while i < len(argv):
         if argv[i] == "--eq" and i + 1 < len(argv):
             eqs.append(argv[i + 1])
-            i += 2
-        elif argv[i] in valued and i + 1 < len(argv):
-            vals.setdefault(argv[i], []).append(argv[i + 1])
             i += 2
         elif argv[i].startswith("--"):
             flags.add(argv[i])
@@ -83,9 +46,7 @@ def parse_opts(argv, valued=()):
         else:
             rest.append(argv[i])
             i += 1
-    if valued:
-        return conds(eqs), flags, rest, vals
-    return conds(eqs), flags, rest
+    return split_kv(eqs), flags, rest
 
 
 def load_records(d):
@@ -110,7 +71,7 @@ def load_records(d):
 def cmd_find_record(argv):
     eqs, flags, rest = parse_opts(argv)
     for n, rec in load_records(rest[0]):
-        if not match(rec, eqs):
+        if not matches(rec, eqs):
             continue
         if "--require-ipc" in flags and not rec.get("ipcPath"):
             continue
@@ -142,47 +103,10 @@ def cmd_ps_find(argv):
             doc = json.loads(line)
         except ValueError:
             continue
-        if isinstance(doc, dict) and match(doc, eqs):
+        if isinstance(doc, dict) and matches(doc, eqs):
             print(line)
             return 0
     return 1
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def cmd_wait_line(argv):
-    eqs, _, rest, vals = parse_opts(argv, ("--from", "--contains", "--timeout", "--watch-pid"))
-    start = int(vals.get("--from", ["0"])[0])
-    subs = vals.get("--contains", [])
-    deadline = time.monotonic() + float(vals.get("--timeout", ["10"])[0])
-    pids = [int(p) for p in vals.get("--watch-pid", [])]
-    while True:
-        try:
-            with open(rest[0], encoding="utf-8", errors="replace") as f:
-                lines = f.read().split("\n")[:-1]
-        except OSError:
-            lines = []
-        for line in lines[start:]:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and match(doc, eqs) and all(s in line for s in subs):
-                print(line)
-                return 0
-        for p in pids:
-            if not pid_alive(p):
-                print("process %d exited" % p, file=sys.stderr)
-                return 2
-        if time.monotonic() >= deadline:
-            return 1
-        time.sleep(0.1)
 
 
 def read_docs(path):
@@ -233,7 +157,8 @@ def main():
         return 2
     cmd, argv = sys.argv[1], sys.argv[2:]
     fn = {"find-record": cmd_find_record, "records": cmd_records, "ps-find": cmd_ps_find,
-          "envelope": cmd_envelope, "wait-line": cmd_wait_line, "same-lines": cmd_same_lines, "user-text-tail": cmd_user_text_tail}.get(cmd)
+          "envelope": cmd_envelope, "same-lines": cmd_same_lines,
+          "user-text-tail": cmd_user_text_tail}.get(cmd)
     if not fn:
         print(__doc__)
         return 2

@@ -58,8 +58,9 @@
 #   INTEROP_KEEP=1 (keep the run directory even on success).
 # Last line: `interop-sessions: N passed, M failed`; exit status 0 only if nothing failed.
 set -u -o pipefail
+# shellcheck source=../lib/harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
-usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
 case ${1:-} in
   -h|--help) usage; exit 0 ;;
   "") ;;
@@ -67,206 +68,23 @@ case ${1:-} in
 esac
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-ROOT=$(cd "$HERE/../.." && pwd -P)
-E2E=$ROOT/tests/e2e
-QWEN_VERSION=0.24.4
 SDK_VERSION=0.1.14
-QWEN_CACHE=$ROOT/target/e2e/qwen
-QWEN_PKG=$QWEN_CACHE/node_modules/@qwen-code/qwen-code
 SDK_CACHE=$ROOT/target/interop/sdk
 SDK_PKG=$SDK_CACHE/node_modules/@qwen-code/sdk
 DEMO=${INTEROP_DEMO:-$ROOT/target/c/qcdemo}
 STEP_TIMEOUT=${INTEROP_STEP_TIMEOUT:-20}
 TOTAL_TIMEOUT=${INTEROP_TOTAL_TIMEOUT:-240}
 BUILD_TIMEOUT=${INTEROP_BUILD_TIMEOUT:-1800}
+KEEP_RUN=${INTEROP_KEEP:-0}
 
 CHECKS=(sdk-delivered sdk-held-release sdk-held-deny sdk-refused sdk-policy-accept
   sdk-duplicate sdk-controller send-to-sdk listen-send-to-sdk send-to-sdk-refused
   ps-lists ours-ps ps-stop ps-eof
   tui-registered tui-prompting tui-bypass tui-envelope tui-controller tui-send-message
   tui-expired listen-stop)
-declare -A RESULT=()
-PASSED=0 FAILED=0
-PIDS=()
-declare -A PEER_PID=() PEER_FD=()
-PANE_PIDS=() TMUX_SERVER_PID="" TMUX_SOCK="" SOCK_DIR=""
-RUN=""
-T_START=$(date +%s%N)
-DEADLINE_MS=0
+harness_init interop-sessions named
 
-# ---------------------------------------------------------------- small utilities
-ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
-since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
-log() { printf '[%6ss] %s\n' "$(since "$T_START")" "$*"; }
-section() { printf '\n----- %s -----\n' "$*"; }
-short() { cut -c1-400; }
-
-pass() {
-  local id=$1; shift
-  [ -n "${RESULT[$id]:-}" ] && return 0
-  RESULT[$id]=pass; PASSED=$((PASSED + 1))
-  log "PASS $id: $*"
-}
-fail() {
-  local id=$1; shift
-  [ -n "${RESULT[$id]:-}" ] && return 0
-  RESULT[$id]=fail; FAILED=$((FAILED + 1))
-  log "FAIL $id: $*"
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
-    local s
-    for s in p y; do tmux_cmd capture-pane -p -t "$s" > "$RUN/pane-$s.fail-$id.txt" 2>/dev/null; done
-  fi
-}
-abort() {
-  local id
-  log "ABORT: $*"
-  for id in "${CHECKS[@]}"; do fail "$id" "not run: $*"; done
-  exit 1
-}
-
-# Seconds for one wait: min(step timeout (or $STEP_NOW), what is left of the total).
-step_s() {
-  local left=$(( DEADLINE_MS - $(ms_now) )) turn=$(( ${STEP_NOW:-$STEP_TIMEOUT} * 1000 ))
-  [ "$left" -lt "$turn" ] && turn=$left
-  [ "$turn" -lt 0 ] && turn=0
-  awk -v m="$turn" 'BEGIN { printf "%.1f", m / 1000 }'
-}
-
-proc_alive() {
-  local stat
-  [ -n "$1" ] && read -r stat 2>/dev/null < "/proc/$1/stat" || return 1
-  stat=${stat##*) }
-  case ${stat%% *} in Z|X) return 1 ;; esac
-  return 0
-}
-
-# wait_until CMD...: poll CMD every 0.2 s for one step. 0 = met, 1 = timed out.
-WHY=""
-wait_until() {
-  local end
-  end=$(( $(ms_now) + $(awk -v s="$(step_s)" 'BEGIN { printf "%d", s * 1000 }') ))
-  WHY=""
-  while :; do
-    "$@" && return 0
-    if [ "$(ms_now)" -ge "$end" ]; then WHY="timed out"; return 1; fi
-    sleep 0.2
-  done
-}
-
-# wait_json FILE FROM [--watch-pid P] CONDITIONS...: the first JSON line (index >= FROM)
-# matching the conditions (tests/e2e/e2e_util.py wait-json) lands in $JSON_LINE.
-JSON_LINE=""
-wait_json() {
-  local file=$1 from=$2 out rc; shift 2
-  out=$("$PYTHON" "$E2E/e2e_util.py" wait-json "$file" --from "$from" --timeout "$(step_s)" "$@" 2>"$RUN/wait.err")
-  rc=$?
-  case $rc in
-    0) JSON_LINE=$out; WHY="" ;;
-    1) JSON_LINE=""; WHY="timed out" ;;
-    *) JSON_LINE=""; WHY=$(cat "$RUN/wait.err") ;;
-  esac
-  return $rc
-}
-# wait_line FILE FROM CONDITIONS...: like wait_json, with --contains SUB (raw text) too.
-wait_line() {
-  local file=$1 from=$2 out rc; shift 2
-  out=$("$PYTHON" "$HERE/interop_util.py" wait-line "$file" --from "$from" --timeout "$(step_s)" "$@" 2>"$RUN/wait.err")
-  rc=$?
-  case $rc in
-    0) JSON_LINE=$out; WHY="" ;;
-    1) JSON_LINE=""; WHY="timed out" ;;
-    *) JSON_LINE=""; WHY=$(cat "$RUN/wait.err") ;;
-  esac
-  return $rc
-}
-count_json() { "$PYTHON" "$E2E/e2e_util.py" count-json "$@"; }
-lines_of() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
-jget() { "$PYTHON" "$E2E/e2e_util.py" get "$1" "$2"; }
 iu() { "$PYTHON" "$HERE/interop_util.py" "$@"; }
-file_has() { [ -f "$1" ] && grep -qF -- "$2" "$1"; }
-
-descendants() {
-  local -A kids=()
-  local f stat rest pid ppid
-  for f in /proc/[0-9]*/stat; do
-    read -r stat 2>/dev/null < "$f" || continue
-    pid=${stat%% *}
-    rest=${stat##*) }
-    ppid=${rest#* }; ppid=${ppid%% *}
-    kids[$ppid]+=" $pid"
-  done
-  local -a todo=("$1")
-  while [ ${#todo[@]} -gt 0 ]; do
-    pid=${todo[0]}; todo=("${todo[@]:1}")
-    echo "$pid"
-    for f in ${kids[$pid]:-}; do todo+=("$f"); done
-  done
-}
-# TERM the process group of each live root we started (setsid/tmux made them leaders)
-# and every descendant, then KILL what is left after 3 s.
-kill_trees() {
-  local -a roots=() all=() left=() tree=()
-  local p
-  for p in "$@"; do
-    [ -n "$p" ] && proc_alive "$p" || continue
-    roots+=("$p")
-    mapfile -t tree < <(descendants "$p")
-    all+=("${tree[@]}")
-  done
-  [ ${#roots[@]} -eq 0 ] && return 0
-  for p in "${roots[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-  kill -TERM "${all[@]}" 2>/dev/null
-  for _ in $(seq 1 30); do
-    left=(); for p in "${all[@]}"; do proc_alive "$p" && left+=("$p"); done
-    [ ${#left[@]} -eq 0 ] && return 0
-    sleep 0.1
-  done
-  for p in "${roots[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
-  kill -KILL "${left[@]}" 2>/dev/null
-  return 0
-}
-
-# The write ends of the peers' stdin FIFOs must not leak into other processes: a
-# process holding one keeps that peer from ever seeing EOF.
-close_peer_fds() {
-  local fd
-  for fd in "${PEER_FD[@]}" "$OUT_FD" "$ERR_FD"; do eval "exec $fd>&-"; done
-}
-# start_proc NAME STDIN CMD...: CMD in its own session, output in $RUN/NAME.out/.err.
-start_proc() {
-  local name=$1 input=$2; shift 2
-  (close_peer_fds; cd "$RUN" && exec setsid "$@") < "$input" > "$RUN/$name.out" 2> "$RUN/$name.err" &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
-}
-# start_peer NAME CMD...: a long-running process driven through a FIFO on its stdin.
-start_peer() {
-  local name=$1 fd; shift
-  mkfifo "$RUN/$name.in"
-  start_proc "$name" "$RUN/$name.in" "$@"
-  PEER_PID[$name]=$LAST_PID
-  exec {fd}> "$RUN/$name.in"
-  PEER_FD[$name]=$fd
-}
-to_peer() {
-  local name=$1 fd=${PEER_FD[$1]:-}; shift
-  printf '%s <- %s\n' "$name" "$*" >> "$RUN/commands.log"
-  [ -n "$fd" ] || { WHY="$name's stdin is closed"; return 1; }
-  # In a subshell: a dead reader ends the subshell with SIGPIPE, not the harness.
-  (printf '%s\n' "$*" >&"$fd") 2>/dev/null || { WHY="could not write to $name (exited?)"; return 1; }
-}
-close_peer() {
-  local fd=${PEER_FD[$1]:-}
-  [ -n "$fd" ] || return 0
-  eval "exec $fd>&-"
-  unset "PEER_FD[$1]"
-}
-# Exit status of a peer once it exited (it is our child), or 255 if it did not in time.
-peer_exit_status() {
-  local pid=${PEER_PID[$1]}
-  wait_until eval '! proc_alive "$pid"' || return 255
-  wait "$pid" 2>/dev/null
-}
 
 env_for() { # HOME -> a clean environment (env -i) for every process we start
   printf '%s\n' env -i PATH="$SYS_PATH" HOME="$1" LANG=C.UTF-8 RUST_BACKTRACE=1 \
@@ -284,136 +102,53 @@ demo_run() { # HOME ARGS... -> one-shot qcdemo command, bounded
   (close_peer_fds; cd "$RUN" && exec timeout 40 "${e[@]}" "$DEMO" "$@")
 }
 
-tmux_cmd() { env -i PATH="$SYS_PATH" HOME="$RUN" TERM=xterm-256color tmux -S "$TMUX_SOCK" "$@" {OUT_FD}>&- {ERR_FD}>&-; }
+# At cleanup: the peers get `stop` (they remove their records) before their EOF.
+peer_stop_line() { case $1 in sdk*) echo '{"cmd":"stop"}' ;; *) echo stop ;; esac; }
+# The TUIs' inboxes, looked up before they are killed: qwen keeps its (empty) socket
+# directory after /quit, and a killed TUI leaves its socket; both are removed once the
+# TUIs are gone.
+TUI_SOCKS=()
+harness_before_kill() {
+  local id name
+  for id in "${REC_P:-}" "${REC_Y:-}"; do
+    [ -n "$id" ] && name=$(jget "$id" ipcPath 2>/dev/null) && TUI_SOCKS+=("$name")
+  done
+  for id in "${SID_P:-}" "${SID_Y:-}"; do
+    [ -n "$id" ] && [ -n "${HOME_T:-}" ] || continue
+    name=$(iu find-record "$HOME_T/.qwen/sessions" --eq "sessionId=$id" --require-ipc 2>/dev/null) || continue
+    name=$(jget "$name" ipcPath 2>/dev/null) && TUI_SOCKS+=("$name")
+  done
+}
+harness_after_kill() {
+  local name
+  for name in "${TUI_SOCKS[@]}"; do
+    case $name in
+      */qwen-socks-????????????????/*.sock) rm -f "$name"; rmdir "${name%/*}" 2>/dev/null ;;
+    esac
+  done
+}
 
-# ---------------------------------------------------------------- diagnostics
 dump_diag() {
   local f
-  section "diagnostics (run directory: $RUN)"
-  if [ -s "$RUN/commands.log" ]; then section "commands sent (last 60)"; tail -n 60 "$RUN/commands.log" | short; fi
-  for f in "$RUN"/*.out "$RUN"/*.err; do
-    [ -s "$f" ] || continue
-    case ${f##*/} in wait.err) continue ;; esac
-    section "${f##*/} (last 40 lines)"
-    tail -n 40 "$f" | short
-  done
-  for f in "${DEBUG_P:-}" "${DEBUG_Y:-}"; do
-    [ -n "$f" ] && [ -f "$f" ] || continue
-    section "qwen debug log $f: PEER lines (last 40)"
-    grep -E '\[PEER_|send_message|tool_call|ERROR' "$f" | tail -n 40 | short
-  done
-  if [ -f "$RUN/model.jsonl" ]; then
-    section "fake model requests"
-    "$PYTHON" "$E2E/e2e_util.py" model-summary "$RUN/model.jsonl" | short
-  fi
+  dump_begin
+  dump_outputs
+  dump_debug_log "${DEBUG_P:-}" "PEER lines (last 40)" '\[PEER_|send_message|tool_call|ERROR'
+  dump_debug_log "${DEBUG_Y:-}" "PEER lines (last 40)" '\[PEER_|send_message|tool_call|ERROR'
+  dump_model_requests
   for f in "$RUN"/home-*/.qwen/sessions; do
     [ -d "$f" ] || continue
     section "records in $f"
     iu records "$f"
   done
-  for f in "$RUN"/pane-*.txt; do
-    [ -s "$f" ] || continue
-    section "${f##*/} (non-empty lines, last 25)"
-    grep -v '^[[:space:]]*$' "$f" | tail -n 25
-  done
-  section "end of diagnostics"
+  dump_panes
+  dump_end
 }
-
-# ---------------------------------------------------------------- cleanup
-FINISHED=0
-cleanup() {
-  local rc=$? id name
-  trap - EXIT INT TERM
-  set +e
-  exec 1>&"$OUT_FD" 2>&"$ERR_FD"
-  if [ "$FINISHED" != 1 ]; then
-    for id in "${CHECKS[@]}"; do fail "$id" "not run (harness stopped early, status $rc)"; done
-  fi
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then
-    for name in p y; do tmux_cmd capture-pane -p -S -100 -t "$name" > "$RUN/pane-$name.final.txt" 2>/dev/null; done
-  fi
-  # Peers first get `stop` / EOF (they remove their records), then every tree is killed.
-  for name in "${!PEER_FD[@]}"; do
-    case $name in sdk*) to_peer "$name" '{"cmd":"stop"}' ;; *) to_peer "$name" stop ;; esac
-    close_peer "$name"
-  done
-  for name in "${!PEER_PID[@]}"; do
-    for _ in $(seq 1 20); do proc_alive "${PEER_PID[$name]}" || break; sleep 0.1; done
-  done
-  # The TUIs' inboxes, looked up before they are killed (see below).
-  local -a tui_socks=()
-  for id in "${REC_P:-}" "${REC_Y:-}"; do
-    [ -n "$id" ] && name=$(jget "$id" ipcPath 2>/dev/null) && tui_socks+=("$name")
-  done
-  for id in "${SID_P:-}" "${SID_Y:-}"; do
-    [ -n "$id" ] && [ -n "${HOME_T:-}" ] || continue
-    name=$(iu find-record "$HOME_T/.qwen/sessions" --eq "sessionId=$id" --require-ipc 2>/dev/null) || continue
-    name=$(jget "$name" ipcPath 2>/dev/null) && tui_socks+=("$name")
-  done
-  local -a pane_tree=() t=()
-  for id in "${PANE_PIDS[@]}"; do
-    proc_alive "$id" && { mapfile -t t < <(descendants "$id"); pane_tree+=("${t[@]}"); }
-  done
-  if [ -n "$TMUX_SOCK" ] && [ -S "$TMUX_SOCK" ]; then tmux_cmd kill-server 2>/dev/null; fi
-  kill_trees "${PIDS[@]}" "${PANE_PIDS[@]}" "${pane_tree[@]}" "$TMUX_SERVER_PID"
-  [ -n "$SOCK_DIR" ] && rm -rf "$SOCK_DIR"
-  # Qwen keeps its (empty) socket directory after /quit, and a killed TUI leaves its
-  # socket: remove the directories of the TUIs we started, once they are gone.
-  for name in "${tui_socks[@]}"; do
-    case $name in
-      */qwen-socks-????????????????/*.sock) rm -f "$name"; rmdir "${name%/*}" 2>/dev/null ;;
-    esac
-  done
-  if [ "$FAILED" -gt 0 ] && [ -n "$RUN" ]; then dump_diag; fi
-  if [ -n "$RUN" ]; then
-    if [ "$FAILED" -eq 0 ] && [ "${INTEROP_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else log "run directory kept: $RUN"; fi
-  fi
-  log "total time $(since "$T_START")s"
-  echo "interop-sessions: $PASSED passed, $FAILED failed"
-  if [ "$FAILED" -gt 0 ] || [ "$PASSED" -eq 0 ]; then exit 1; fi
-  exit 0
-}
-# A trap can fire inside a redirected command (`f > file`): cleanup first goes back to
-# the harness's own stdout/stderr, saved here.
-exec {OUT_FD}>&1 {ERR_FD}>&2
-trap cleanup EXIT
-trap 'exec 1>&"$OUT_FD" 2>&"$ERR_FD"; log "interrupted"; exit 130' INT TERM
 
 # ---------------------------------------------------------------- prerequisites
-PYTHON=$(command -v python3 >/dev/null && python3 -c 'import sys; print(sys.executable)') \
-  || abort "python3 not found"
-NODE=$(command -v node) || abort "node not found"
-NODE_MAJOR=$("$NODE" -p 'process.versions.node.split(".")[0]')
-[ "$NODE_MAJOR" -ge 20 ] || abort "node >= 20 required, found $("$NODE" --version)"
-SYS_PATH="$(dirname "$NODE"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-npm_pinned() { # DIR PKGDIR SPEC VERSION
-  local dir=$1 pkg=$2 spec=$3 want=$4 have
-  have=$("$NODE" -p "require('$pkg/package.json').version" 2>/dev/null)
-  if [ "$have" = "$want" ]; then log "$spec already installed in $dir"; return 0; fi
-  log "installing $spec into $dir"
-  mkdir -p "$dir" || return 1
-  [ -f "$dir/package.json" ] || printf '{ "name": "qwen-companion-%s", "private": true }\n' "${dir##*/}" > "$dir/package.json"
-  timeout 900 npm install --prefix "$dir" --no-audit --no-fund --no-update-notifier \
-    --save-exact --loglevel=error "$spec" || return 1
-  have=$("$NODE" -p "require('$pkg/package.json').version" 2>/dev/null)
-  [ "$have" = "$want" ]
-}
-ensure_tmux() {
-  command -v tmux >/dev/null 2>&1 && return 0
-  local -a sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(sudo -n)
-  log "installing tmux with apt-get"
-  export DEBIAN_FRONTEND=noninteractive
-  timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux \
-    || { timeout 600 "${sudo[@]}" apt-get update && timeout 600 "${sudo[@]}" apt-get install -y --no-install-recommends tmux; } \
-    || return 1
-  command -v tmux >/dev/null 2>&1
-}
+need_python_and_node
 
 SETUP_T0=$(date +%s%N)
-npm_pinned "$QWEN_CACHE" "$QWEN_PKG" "@qwen-code/qwen-code@$QWEN_VERSION" "$QWEN_VERSION" \
-  && [ -f "$QWEN_PKG/cli-entry.js" ] || abort "could not install @qwen-code/qwen-code@$QWEN_VERSION with npm"
+ensure_qwen || abort "could not install @qwen-code/qwen-code@$QWEN_VERSION with npm"
 npm_pinned "$SDK_CACHE" "$SDK_PKG" "@qwen-code/sdk@$SDK_VERSION" "$SDK_VERSION" \
   || abort "could not install @qwen-code/sdk@$SDK_VERSION with npm"
 ensure_tmux || abort "tmux is missing and apt-get could not install it"
@@ -421,8 +156,7 @@ RUN=$(mktemp -d "${TMPDIR:-/tmp}/qc-interop.XXXXXX") || abort "mktemp failed"
 RUN=$(cd "$RUN" && pwd -P)
 if [ "${INTEROP_NO_BUILD:-0}" != 1 ] && [ "$DEMO" = "$ROOT/target/c/qcdemo" ]; then
   log "building the demo (incremental): make -C examples/c"
-  (cd "$ROOT" && timeout "$BUILD_TIMEOUT" make -C examples/c) > "$RUN/build.out" 2>&1 \
-    || abort "make -C examples/c failed (build.out in the diagnostics)"
+  make_examples_c "$RUN/build.out" || abort "make -C examples/c failed (build.out in the diagnostics)"
 fi
 [ -x "$DEMO" ] || abort "no demo binary at $DEMO"
 "$DEMO" sessions --help > "$RUN/demo-help.out" 2>&1 \
@@ -437,67 +171,32 @@ HOME_S=$RUN/home-sdk     # SDK <-> ours, registry listing
 HOME_T=$RUN/home-tui     # the interactive TUIs and our listener next to them
 WS_P=$RUN/ws-p WS_Y=$RUN/ws-y
 mkdir -p "$HOME_S/.qwen" "$HOME_T/.qwen" "$WS_P" "$WS_Y"
-SETTINGS='{
-  "security": { "auth": { "selectedType": "openai" }, "folderTrust": { "enabled": false } },
-  "general": { "enableAutoUpdate": false, "showSessionRecap": false },
-  "privacy": { "usageStatisticsEnabled": false },
-  "telemetry": { "enabled": false },
-  "memory": { "enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false },
-  "model": { "skipNextSpeakerCheck": true, "skipLoopDetection": true },
-  "tools": { "useRipgrep": false },
-  "ui": { "hideTips": true, "hideBanner": true, "hideWindowTitle": true,
-          "enableFollowupSuggestions": false, "enableSpeculation": false,
-          "enableUserFeedback": false, "enableWelcomeBack": false,
-          "accessibility": { "enableLoadingPhrases": false } }
-}'
-printf '%s\n' "$SETTINGS" > "$HOME_S/.qwen/settings.json"
-printf '%s\n' "$SETTINGS" > "$HOME_T/.qwen/settings.json"
+qwen_settings > "$HOME_S/.qwen/settings.json"
+qwen_settings > "$HOME_T/.qwen/settings.json"
 mapfile -t ENV_S < <(env_for "$HOME_S")
 mapfile -t ENV_T < <(env_for "$HOME_T")
 
 # ---------------------------------------------------------------- TUIs first (they boot slowly)
-start_proc model /dev/null "${ENV_T[@]}" PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$HERE/fake_model_sessions.py" \
-  --port-file "$RUN/model.port" --log "$RUN/model.jsonl"
-MODEL_PID=$LAST_PID
-wait_until test -s "$RUN/model.port" || abort "the fake model did not start: $(cat "$RUN/model.err")"
-MODEL_PORT=$(cat "$RUN/model.port")
-log "fake model on 127.0.0.1:$MODEL_PORT (pid $MODEL_PID)"
+start_fake_model "$HERE/fake_model_sessions.py" "${ENV_T[@]}" PYTHONDONTWRITEBYTECODE=1
 
-new_uuid() { "$PYTHON" -c 'import uuid; print(uuid.uuid4())'; }
 SID_P=$(new_uuid) SID_Y=$(new_uuid)
 DEBUG_P=$HOME_T/.qwen/debug/$SID_P.txt
 DEBUG_Y=$HOME_T/.qwen/debug/$SID_Y.txt
-SOCK_DIR=$(mktemp -d /tmp/qci-tmux.XXXXXX)
-TMUX_SOCK=$SOCK_DIR/sock
-write_tui_script() { # NAME WS SID APPROVAL
-  local name=$1 ws=$2 sid=$3 mode=$4
-  : > "$RUN/tui-$name.input.jsonl"
-  {
-    echo '#!/usr/bin/env bash'
-    printf 'cd %q || exit 99\n' "$ws"
-    printf '%q ' "${ENV_T[@]}" TERM=xterm-256color QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0 \
-      "$NODE" "$QWEN_PKG/cli-entry.js" \
-      --openai-base-url "http://127.0.0.1:$MODEL_PORT/v1" --openai-api-key interop-dummy-key \
-      -m e2e-fake-model --auth-type openai --approval-mode "$mode" --debug --session-id "$sid" \
-      --input-file "$RUN/tui-$name.input.jsonl" --json-file "$RUN/tui-$name.events.jsonl"
-    printf '2> %q\n' "$RUN/tui-$name.stderr"
-    printf 'echo $? > %q\n' "$RUN/tui-$name.rc"
-  } > "$RUN/tui-$name.sh"
-  chmod +x "$RUN/tui-$name.sh"
+TMUX_HOME=$RUN
+tmux_dir qci
+tui_script() { # NAME WS SID APPROVAL -> $RUN/tui-NAME.sh
+  fake_model_args "$3" "$4" interop-dummy-key
+  write_tui_script "tui-$1" "$2" "${ENV_T[@]}" TERM=xterm-256color QWEN_USAGE_STATISTICS_ENABLED=0 \
+    QWEN_TELEMETRY_ENABLED=0 "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}"
 }
-write_tui_script p "$WS_P" "$SID_P" default
-write_tui_script y "$WS_Y" "$SID_Y" yolo
-tmux_cmd -f /dev/null new-session -d -s p -x 200 -y 50 "$RUN/tui-p.sh" \; \
-  set-option -t p remain-on-exit on \; \
-  new-session -d -s y -x 200 -y 50 "$RUN/tui-y.sh" \; \
-  set-option -t y remain-on-exit on || abort "could not start tmux"
-TMUX_SERVER_PID=$(tmux_cmd display-message -p -t p '#{pid}')
-PANE_PIDS=("$(tmux_cmd display-message -p -t p '#{pane_pid}')" "$(tmux_cmd display-message -p -t y '#{pane_pid}')")
+tui_script p "$WS_P" "$SID_P" default
+tui_script y "$WS_Y" "$SID_Y" yolo
+tmux_start p "$RUN/tui-p.sh" y "$RUN/tui-y.sh" || abort "could not start tmux"
 log "TUIs started in tmux (server $TMUX_SERVER_PID, panes ${PANE_PIDS[*]}): P --approval-mode default ($SID_P), Y --approval-mode yolo ($SID_Y)"
 # The controller tokens are minted while everything else boots.
 mint_token() { # HOME LABEL NAME
   (qwen_cli "$1" sessions controllers add --label "$2" --json > "$RUN/$3.out" 2> "$RUN/$3.err"; echo $? > "$RUN/$3.rc") &
-  PIDS+=("$!")
+  track "$!"
 }
 token_of() { # NAME -> prints the token (waits for the minting)
   wait_until test -s "$RUN/$1.rc" || return 1
@@ -545,13 +244,36 @@ sdk_receipt() { # PEER MSGID STATUS FROM -> waits for onReceipt with that status
   wait_json "$RUN/$1.out" "$4" --eq event=receipt --eq "msgId=$2" --eq "status=$3"
 }
 
-# -- sdk-delivered: fromMode prompting to a prompting listener.
-CUR=sdk-delivered; T0=$(date +%s%N)
-BODY="sdk-delivered-$TAG"
-L1_FROM=$(lines_of "$RUN/l1.out")
-if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited; then
+# sdk_try CHECK LISTENER MODE: CHECK starts (CUR, T0, BODY=CHECK-TAG); the SDK endpoint
+# sends BODY with fromMode MODE ("" for none) to our listener (l1, l2 or l3) and awaits
+# its first receipt -> ST. L_PEER, L_OUT, L_FROM: the listener, its output from here on.
+sdk_try() {
+  CUR=$1; T0=$(date +%s%N)
+  BODY="$1-$TAG"
+  L_PEER=$2 L_OUT=$RUN/$2.out
+  L_FROM=$(lines_of "$L_OUT")
+  local to
+  case $2 in l1) to=$L1 ;; l2) to=$L2 ;; l3) to=$L3 ;; esac
+  sdk_send sdk "$to" "$BODY" "$3" && sdk_awaited || return 1
   ST=$(jget "$JSON_LINE" status)
-  if [ "$ST" = delivered ] && wait_json "$RUN/l1.out" "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+}
+# The listener printed BODY as a delivered message (-> $JSON_LINE).
+listener_got_body() { wait_json "$L_OUT" "$L_FROM" --eq event=message --eq "frame.message.content=$BODY"; }
+# How many messages [with BODY] the listener printed since sdk_try.
+listener_messages() { count_json "$L_OUT" --from "$L_FROM" --eq event=message ${1:+--eq "frame.message.content=$1"}; }
+# held_then VERB: the first receipt is `held` and the listener printed a held line naming
+# $SENT_ID; VERB (release or deny) it on the listener.
+held_then() {
+  [ "$ST" = held ] || { WHY="the SDK's first receipt is '$ST', expected held: $JSON_LINE"; return 1; }
+  wait_json "$L_OUT" "$L_FROM" --eq event=held --contains "$SENT_ID" \
+    || { WHY="the listener printed no held line naming $SENT_ID ($WHY)"; return 1; }
+  log "listener: $(printf '%s' "$JSON_LINE" | cut -c1-300)"
+  to_peer "$L_PEER" "$1 $SENT_ID"
+}
+
+# -- sdk-delivered: fromMode prompting to a prompting listener.
+if sdk_try sdk-delivered l1 prompting; then
+  if [ "$ST" = delivered ] && listener_got_body; then
     MSG=$JSON_LINE
     if [ "$(jget "$MSG" frame.fromName)" = "$SDK_NAME" ] && [ "$(jget "$MSG" frame.fromMode)" = prompting ] \
         && [ "$(jget "$MSG" origin)" = peer ]; then
@@ -567,69 +289,41 @@ else
 fi
 
 # -- sdk-held-release: fromMode bypass to a prompting listener -> held; release.
-CUR=sdk-held-release; T0=$(date +%s%N)
-BODY="sdk-held-release-$TAG"
-L1_FROM=$(lines_of "$RUN/l1.out")
-if sdk_send sdk "$L1" "$BODY" bypass && sdk_awaited; then
-  ST=$(jget "$JSON_LINE" status)
-  if [ "$ST" != held ]; then
-    fail $CUR "the SDK's first receipt is '$ST', expected held: $JSON_LINE"
-  elif ! wait_line "$RUN/l1.out" "$L1_FROM" --eq event=held --contains "$SENT_ID"; then
-    fail $CUR "the listener printed no held line naming $SENT_ID ($WHY)"
-  else
-    log "listener: $(printf '%s' "$JSON_LINE" | cut -c1-300)"
-    R_FROM=$SDK_FROM
-    to_peer l1 "release $SENT_ID"
-    if sdk_receipt sdk "$SENT_ID" delivered "$R_FROM"; then
-      PREV=$(jget "$JSON_LINE" previous)
-      if [ "$PREV" = held ] && wait_json "$RUN/l1.out" "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
-        pass $CUR "held at both ends, release -> the SDK got held -> delivered, listener printed it ($(since "$T0")s)"
-      else
-        fail $CUR "after release: previous '$PREV', listener message: ${WHY:-?}"
-      fi
+if sdk_try sdk-held-release l1 bypass && held_then release; then
+  if sdk_receipt sdk "$SENT_ID" delivered "$SDK_FROM"; then
+    PREV=$(jget "$JSON_LINE" previous)
+    if [ "$PREV" = held ] && listener_got_body; then
+      pass $CUR "held at both ends, release -> the SDK got held -> delivered, listener printed it ($(since "$T0")s)"
     else
-      fail $CUR "no delivered receipt reached the SDK after release ($WHY)"
+      fail $CUR "after release: previous '$PREV', listener message: ${WHY:-?}"
     fi
+  else
+    fail $CUR "no delivered receipt reached the SDK after release ($WHY)"
   fi
 else
   fail $CUR "$WHY"
 fi
 
 # -- sdk-held-deny: no fromMode -> held; deny.
-CUR=sdk-held-deny; T0=$(date +%s%N)
-BODY="sdk-held-deny-$TAG"
-L1_FROM=$(lines_of "$RUN/l1.out")
-if sdk_send sdk "$L1" "$BODY" "" && sdk_awaited; then
-  ST=$(jget "$JSON_LINE" status)
-  if [ "$ST" != held ]; then
-    fail $CUR "the SDK's first receipt is '$ST', expected held"
-  elif ! wait_line "$RUN/l1.out" "$L1_FROM" --eq event=held --contains "$SENT_ID"; then
-    fail $CUR "the listener printed no held line naming $SENT_ID ($WHY)"
-  else
-    to_peer l1 "deny $SENT_ID"
-    if sdk_receipt sdk "$SENT_ID" denied "$SDK_FROM"; then
-      if [ "$(count_json "$RUN/l1.out" --from "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY")" = 0 ]; then
-        pass $CUR "held, deny -> the SDK got held -> denied, nothing delivered ($(since "$T0")s)"
-      else
-        fail $CUR "the denied message was printed as delivered"
-      fi
+if sdk_try sdk-held-deny l1 "" && held_then deny; then
+  if sdk_receipt sdk "$SENT_ID" denied "$SDK_FROM"; then
+    if [ "$(listener_messages "$BODY")" = 0 ]; then
+      pass $CUR "held, deny -> the SDK got held -> denied, nothing delivered ($(since "$T0")s)"
     else
-      fail $CUR "no denied receipt reached the SDK ($WHY)"
+      fail $CUR "the denied message was printed as delivered"
     fi
+  else
+    fail $CUR "no denied receipt reached the SDK ($WHY)"
   fi
 else
   fail $CUR "$WHY"
 fi
 
 # -- sdk-refused: --policy refuse.
-CUR=sdk-refused; T0=$(date +%s%N)
-BODY="sdk-refused-$TAG"
-L2_FROM=$(lines_of "$RUN/l2.out")
-if sdk_send sdk "$L2" "$BODY" prompting && sdk_awaited; then
-  ST=$(jget "$JSON_LINE" status)
+if sdk_try sdk-refused l2 prompting; then
   if [ "$ST" = refused ]; then
     sleep 0.3
-    if [ "$(count_json "$RUN/l2.out" --from "$L2_FROM" --eq event=message)" = 0 ]; then
+    if [ "$(listener_messages)" = 0 ]; then
       pass $CUR "the SDK got refused, the listener printed nothing ($(since "$T0")s)"
     else
       fail $CUR "refused, but the listener printed a message"
@@ -642,12 +336,8 @@ else
 fi
 
 # -- sdk-policy-accept: --policy accept --mode bypass, fromMode prompting -> delivered.
-CUR=sdk-policy-accept; T0=$(date +%s%N)
-BODY="sdk-policy-accept-$TAG"
-L3_FROM=$(lines_of "$RUN/l3.out")
-if sdk_send sdk "$L3" "$BODY" prompting && sdk_awaited; then
-  ST=$(jget "$JSON_LINE" status)
-  if [ "$ST" = delivered ] && wait_json "$RUN/l3.out" "$L3_FROM" --eq event=message --eq "frame.message.content=$BODY"; then
+if sdk_try sdk-policy-accept l3 prompting; then
+  if [ "$ST" = delivered ] && listener_got_body; then
     pass $CUR "policy accept delivered a mismatching fromMode; the SDK got delivered ($(since "$T0")s)"
   else
     fail $CUR "the SDK's receipt is '$ST' (expected delivered); listener: ${WHY:-ok}"
@@ -657,15 +347,12 @@ else
 fi
 
 # -- sdk-duplicate: the same body twice from one sender within 30 s.
-CUR=sdk-duplicate; T0=$(date +%s%N)
-BODY="sdk-duplicate-$TAG"
-L1_FROM=$(lines_of "$RUN/l1.out")
-if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited && [ "$(jget "$JSON_LINE" status)" = delivered ]; then
+if sdk_try sdk-duplicate l1 prompting && [ "$ST" = delivered ]; then
   if sdk_send sdk "$L1" "$BODY" prompting && sdk_awaited; then
     ST=$(jget "$JSON_LINE" status)
     if [ "$ST" = dropped ] && sdk_receipt sdk "$SENT_ID" dropped "$SDK_FROM" \
         && [ "$(jget "$JSON_LINE" dropReason)" = duplicate ]; then
-      N=$(count_json "$RUN/l1.out" --from "$L1_FROM" --eq event=message --eq "frame.message.content=$BODY")
+      N=$(listener_messages "$BODY")
       if [ "$N" = 1 ]; then
         pass $CUR "second copy -> the SDK got dropped/duplicate; delivered once ($(since "$T0")s)"
       else
@@ -951,12 +638,12 @@ fi
 CUR=tui-send-message; T0=$(date +%s%N)
 SM_TOKEN="tui-send-message-$TAG"
 LT_FROM=$(lines_of "$RUN/lt.out"); M_FROM=$(lines_of "$RUN/model.jsonl")
-printf '%s\n' "$("$PYTHON" "$E2E/e2e_util.py" submit-line tui "please E2E_PEER_SEND to=$LT msg=$SM_TOKEN")" >> "$RUN/tui-y.input.jsonl"
-if ! wait_line "$RUN/lt.out" "$LT_FROM" --watch-pid "${PEER_PID[lt]}" --eq event=held --eq "frame.message.content=$SM_TOKEN"; then
+tui_submit tui-y "please E2E_PEER_SEND to=$LT msg=$SM_TOKEN"
+if ! wait_json "$RUN/lt.out" "$LT_FROM" --watch-pid "${PEER_PID[lt]}" --eq event=held --eq "frame.message.content=$SM_TOKEN"; then
   if wait_json "$RUN/lt.out" "$LT_FROM" --eq event=message --eq "frame.message.content=$SM_TOKEN"; then
     fail $CUR "Y's message was delivered at once, expected held (Y is bypass, our listener prompting)"
   else
-    fail $CUR "Y's send_message never reached our inbox ($WHY); model: $("$PYTHON" "$E2E/e2e_util.py" model-summary "$RUN/model.jsonl" | tail -n 2 | cut -c1-300)"
+    fail $CUR "Y's send_message never reached our inbox ($WHY); model: $("$PYTHON" "$HUTIL" model-summary "$RUN/model.jsonl" | tail -n 2 | cut -c1-300)"
   fi
 else
   HELD_LINE=$JSON_LINE
@@ -976,7 +663,7 @@ else
     elif ! wait_json "$RUN/model.jsonl" "$M_FROM" --eq last_role=tool --has "decision.text=Sent to $LT"; then
       fail $CUR "the tool result never said 'Sent to $LT' ($WHY)"
     else
-      HOW=$("$PYTHON" "$E2E/e2e_util.py" wait-json "$RUN/model.jsonl" --from "$M_FROM" --has "decision.why=peer send" --timeout 0 2>/dev/null)
+      HOW=$("$PYTHON" "$HUTIL" wait-json "$RUN/model.jsonl" --from "$M_FROM" --has "decision.why=peer send" --timeout 0 2>/dev/null)
       HOW=$(jget "$HOW" decision.why 2>/dev/null)
       pass $CUR "Y's model called send_message (${HOW:-?}); it reached us held; release -> Y logged pending -> held -> delivered for $IN_ID ($(since "$T0")s)"
     fi
@@ -985,9 +672,7 @@ fi
 
 # -- tui-expired: /quit in P -> our messages held there come back expired.
 CUR=tui-expired; T0=$(date +%s%N)
-tmux_cmd send-keys -t p -l /quit
-sleep 0.3
-tmux_cmd send-keys -t p Enter
+tmux_quit p
 if wait_until test -s "$RUN/tui-p.rc"; then
   MISSING=""
   for id in "${!HELD_AT_P[@]}"; do
@@ -1023,7 +708,7 @@ else
 fi
 # Y leaves through /quit too (not a check), so that it removes its record and socket.
 if [ ! -s "$RUN/tui-y.rc" ]; then
-  tmux_cmd send-keys -t y -l /quit; sleep 0.3; tmux_cmd send-keys -t y Enter
+  tmux_quit y
   for _ in $(seq 1 50); do [ -s "$RUN/tui-y.rc" ] && break; sleep 0.1; done
 fi
 log "part 3 (TUI) done in $(since "$T3")s; checks took $(since "$T_TEST")s"
