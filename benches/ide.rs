@@ -39,6 +39,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod common;
+use common::*;
+
 /// The debounce configured for ours and node (subtracted from the event latency).
 fn debounce_ms() -> u64 {
     env_usize("QC_BENCH_DEBOUNCE_MS", 50) as u64
@@ -50,45 +53,10 @@ fn budget() -> Duration {
 }
 const PROTOCOL_VERSION: &str = "2025-11-25";
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 // ======================================================================= statistics
-
-#[derive(Clone, Debug)]
-struct Stats {
-    p50: f64,
-    p99: f64,
-    n: usize,
-}
-
-/// Percentiles (nearest rank) of samples in microseconds.
-fn stats(mut v: Vec<f64>) -> Option<Stats> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let rank = |p: f64| {
-        let r = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[r - 1]
-    };
-    Some(Stats {
-        p50: rank(0.50),
-        p99: rank(0.99),
-        n: v.len(),
-    })
-}
 
 fn median(v: &[f64]) -> Option<f64> {
     stats(v.to_vec()).map(|s| s.p50)
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 // ======================================================================= HTTP client
@@ -838,36 +806,19 @@ fn bench_floor_rtt(port: u16, warmup: usize, n: usize) -> Result<Vec<f64>, Strin
 // ======================================================================= node baseline
 
 fn node_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("bench")
-        .join("node-baseline")
-}
-
-fn node_bin() -> String {
-    std::env::var("QC_BENCH_NODE").unwrap_or_else(|_| "node".into())
+    baseline_dir("node-baseline")
 }
 
 /// Makes sure bench/node-baseline/node_modules exists (`npm ci` from the pinned lock).
 fn ensure_node_modules() -> Result<(), String> {
-    let dir = node_dir();
-    if dir
-        .join("node_modules/@modelcontextprotocol/sdk/package.json")
-        .exists()
-        && dir.join("node_modules/express/package.json").exists()
-    {
-        return Ok(());
-    }
-    eprintln!("bench: installing the node baseline's dependencies (npm ci) ...");
-    let st = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .status()
-        .map_err(|e| format!("npm: {e}"))?;
-    if !st.success() {
-        return Err(format!("npm ci failed ({st})"));
-    }
-    Ok(())
+    ensure_npm_deps(
+        &node_dir(),
+        &[
+            "node_modules/@modelcontextprotocol/sdk/package.json",
+            "node_modules/express/package.json",
+        ],
+        "node baseline",
+    )
 }
 
 struct NodeServer {
@@ -940,24 +891,8 @@ impl NodeServer {
 
 impl Drop for NodeServer {
     fn drop(&mut self) {
-        let _ = self.stdin.write_all(b"quit\n");
-        let _ = self.stdin.flush();
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill(); // by PID
-        let _ = self.child.wait();
+        quit_child(&mut self.child, &mut self.stdin, Duration::from_millis(500));
     }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
 
 fn proc_rss_kb(path: &str) -> Option<u64> {
@@ -1236,18 +1171,6 @@ struct Row {
     floor: Option<Stats>,
 }
 
-fn fmt_opt(v: Option<f64>, unit_div: f64, prec: usize) -> String {
-    v.map(|x| format!("{:.*}", prec, x / unit_div))
-        .unwrap_or_else(|| "n/a".into())
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-        _ => "n/a".into(),
-    }
-}
-
 fn print_row(name: &str, r: &Row, pick: fn(&Stats) -> f64) {
     let o = r.ours.as_ref().map(pick);
     let n = r.node.as_ref().map(pick);
@@ -1260,15 +1183,6 @@ fn print_row(name: &str, r: &Row, pick: fn(&Stats) -> f64) {
         ratio(n, o),
         ratio(o, f)
     );
-}
-
-fn target(ok: Option<bool>, text: String) {
-    let tag = match ok {
-        Some(true) => "PASS",
-        Some(false) => "MISS",
-        None => "n/a ",
-    };
-    println!("  [{tag}] {text}");
 }
 
 fn main() {
@@ -1428,7 +1342,7 @@ fn main() {
     let mut node_ready: Vec<f64> = Vec::new();
     let mut node_rss: Option<(u64, u64, Option<u64>)> = None;
     let mut node_close_diff = String::new();
-    if std::env::var("QC_BENCH_SKIP_NODE").is_ok_and(|v| v == "1") {
+    if env_flag("QC_BENCH_SKIP_NODE") {
         problems.push("node baseline skipped (QC_BENCH_SKIP_NODE=1)".into());
     } else {
         let mut run = || -> Result<(), String> {
@@ -1582,17 +1496,5 @@ fn main() {
         format!("ours start < 10 ms: {} ms", fmt_opt(start_med, 1000.0, 3)),
     );
 
-    if !problems.is_empty() {
-        println!();
-        println!("problems:");
-        for p in &problems {
-            println!("  - {p}");
-        }
-    }
-    println!();
-    println!(
-        "total bench time {:.1} s; load average at start {load_start}, at end {}",
-        t_total.elapsed().as_secs_f64(),
-        loadavg()
-    );
+    print_footer(&problems, &load_start, t_total);
 }

@@ -71,73 +71,8 @@ use qwen_companion::sessions::{
 };
 use serde_json::{json, Value};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| v == "1")
-}
-
-// ======================================================================= statistics
-
-#[derive(Clone, Debug)]
-struct Stats {
-    p50: f64,
-    p99: f64,
-    n: usize,
-}
-
-/// Percentiles (nearest rank) of samples in microseconds.
-fn stats(mut v: Vec<f64>) -> Option<Stats> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let rank = |p: f64| {
-        let r = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[r - 1]
-    };
-    Some(Stats {
-        p50: rank(0.50),
-        p99: rank(0.99),
-        n: v.len(),
-    })
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-fn fmt_opt(v: Option<f64>, unit_div: f64, prec: usize) -> String {
-    v.map(|x| format!("{:.*}", prec, x / unit_div))
-        .unwrap_or_else(|| "n/a".into())
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-        _ => "n/a".into(),
-    }
-}
-
-fn target(ok: Option<bool>, text: String) {
-    let tag = match ok {
-        Some(true) => "PASS",
-        Some(false) => "MISS",
-        None => "n/a ",
-    };
-    println!("  [{tag}] {text}");
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
+mod common;
+use common::*;
 
 // ======================================================================= setup helpers
 
@@ -290,35 +225,16 @@ fn ours_latency(rounds: usize, per_round: usize, warmup: usize) -> Latency {
 // ======================================================================= 1. latency: sdk
 
 fn sdk_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("bench")
-        .join("sdk-baseline")
-}
-
-fn node_bin() -> String {
-    std::env::var("QC_BENCH_NODE").unwrap_or_else(|_| "node".into())
+    baseline_dir("sdk-baseline")
 }
 
 /// Makes sure bench/sdk-baseline/node_modules holds the pinned SDK (`npm ci` from the lock).
 fn ensure_sdk_modules() -> Result<(), String> {
-    let dir = sdk_dir();
-    if dir
-        .join("node_modules/@qwen-code/sdk/dist/peer/index.js")
-        .exists()
-    {
-        return Ok(());
-    }
-    eprintln!("bench: installing the SDK baseline's dependencies (npm ci) ...");
-    let st = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .status()
-        .map_err(|e| format!("npm: {e}"))?;
-    if !st.success() {
-        return Err(format!("npm ci failed ({st})"));
-    }
-    Ok(())
+    ensure_npm_deps(
+        &sdk_dir(),
+        &["node_modules/@qwen-code/sdk/dist/peer/index.js"],
+        "SDK baseline",
+    )
 }
 
 /// Runs pair.mjs (bounded: killed by PID after `limit`) and parses its one JSON line.
@@ -519,17 +435,7 @@ impl ChildRx {
 
 impl Drop for ChildRx {
     fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill(); // by PID
-        let _ = self.child.wait();
+        quit_child(&mut self.child, &mut self.stdin, Duration::from_secs(3));
     }
 }
 
@@ -1493,17 +1399,5 @@ fn main() {
         ),
     );
 
-    if !problems.is_empty() {
-        println!();
-        println!("problems:");
-        for p in &problems {
-            println!("  - {p}");
-        }
-    }
-    println!();
-    println!(
-        "total bench time {:.1} s; load average at start {load_start}, at end {}",
-        t_total.elapsed().as_secs_f64(),
-        loadavg()
-    );
+    print_footer(&problems, &load_start, t_total);
 }

@@ -583,32 +583,29 @@ pub fn resolve_target(peers: &[Peer], target: &str) -> Resolution {
     if trimmed.is_empty() {
         return Resolution::None;
     }
+    let by_name = indices_where(peers, |p| p.name == trimmed);
     if let Some((name_part, hex)) = split_bracketed(trimmed) {
         let want = hex.to_ascii_lowercase();
-        let literal = peers
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.name == trimmed)
-            .map(|(i, _)| i);
-        let bracketed = peers
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.ref_ == want && (name_part.is_empty() || p.name == name_part))
-            .map(|(i, _)| i);
-        return unique(literal.chain(bracketed).collect());
+        let bracketed = indices_where(peers, |p| {
+            p.ref_ == want && (name_part.is_empty() || p.name == name_part)
+        });
+        return unique(by_name.chain(bracketed).collect());
     }
     let lower = trimmed.to_lowercase();
-    let by_name = peers
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.name == trimmed)
-        .map(|(i, _)| i);
-    let by_ref = peers
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.ref_ == lower)
-        .map(|(i, _)| i);
+    let by_ref = indices_where(peers, |p| p.ref_ == lower);
     unique(by_name.chain(by_ref).collect())
+}
+
+/// Indices (in list order) of the peers `keep` accepts.
+fn indices_where<'a>(
+    peers: &'a [Peer],
+    keep: impl Fn(&Peer) -> bool + 'a,
+) -> impl Iterator<Item = usize> + 'a {
+    peers
+        .iter()
+        .enumerate()
+        .filter(move |(_, p)| keep(p))
+        .map(|(i, _)| i)
 }
 
 /// The shortest of `name`, `name [ref]`, `[ref]` that selects exactly `peers[i]`.
