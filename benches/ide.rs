@@ -912,53 +912,19 @@ mod ours {
     use super::*;
     use std::ffi::{c_char, c_void, CStr, CString};
 
-    // Declared from include/qwen_companion.h; resolved against the crate's `#[no_mangle]` symbols.
-    type OpenDiffFn =
-        extern "C" fn(*mut c_void, *const c_char, *const c_char, usize, *mut c_void) -> i32;
-    type FreeFn = extern "C" fn(*mut c_void);
-    extern "C" {
-        fn qc_version() -> *const c_char;
-        fn qc_string_free(s: *mut c_char);
-        fn qc_companion_new(
-            config: *const c_char,
-            out: *mut *mut c_void,
-            err: *mut *mut c_char,
-        ) -> u32;
-        fn qc_companion_free(c: *mut c_void) -> u32;
-        fn qc_companion_start(c: *mut c_void, err: *mut *mut c_char) -> u32;
-        fn qc_companion_stop(c: *mut c_void, err: *mut *mut c_char) -> u32;
-        fn qc_companion_lock_file_path(
-            c: *const c_void,
-            out: *mut *mut c_char,
-            err: *mut *mut c_char,
-        ) -> u32;
-        fn qc_companion_file_focused(
-            c: *mut c_void,
-            path: *const c_char,
-            err: *mut *mut c_char,
-        ) -> u32;
-        fn qc_companion_set_cursor(
-            c: *mut c_void,
-            path: *const c_char,
-            line: u32,
-            character: u32,
-            err: *mut *mut c_char,
-        ) -> u32;
-        fn qc_companion_set_open_diff_callback(
-            c: *mut c_void,
-            cb: Option<OpenDiffFn>,
-            user_data: *mut c_void,
-            free_user_data: Option<FreeFn>,
-            err: *mut *mut c_char,
-        ) -> u32;
-    }
+    // The crate's own C ABI (the same symbols a C host links), not a hand-made copy.
+    use qwen_companion::ffi::{
+        qc_companion, qc_companion_file_focused, qc_companion_free, qc_companion_lock_file_path,
+        qc_companion_new, qc_companion_set_cursor, qc_companion_set_open_diff_callback,
+        qc_companion_start, qc_companion_stop, qc_reply, qc_string_free, qc_version,
+    };
 
-    extern "C" fn open_diff_shown(
+    unsafe extern "C" fn open_diff_shown(
         _ud: *mut c_void,
         _path: *const c_char,
         _content: *const c_char,
         _len: usize,
-        _reply: *mut c_void,
+        _reply: *mut qc_reply,
     ) -> i32 {
         0
     }
@@ -987,7 +953,7 @@ mod ours {
 
     /// A companion handle; stopped and freed on drop.
     pub struct Companion {
-        h: *mut c_void,
+        h: *mut qc_companion,
         pub lock_dir: PathBuf,
     }
 
