@@ -334,7 +334,10 @@ fn flood_child(home: &Path) -> Result<(), String> {
     let seen: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let s2 = seen.clone();
     p.set_message_callback(Some(Arc::new(move |m: &InboundMessage| {
-        *s2.lock().unwrap().entry(m.msg_id.clone()).or_default() += 1;
+        *s2.lock()
+            .unwrap()
+            .entry(m.message.msg_id.clone())
+            .or_default() += 1;
     })));
     let held_max = Arc::new(AtomicUsize::new(0));
     let h2 = held_max.clone();

@@ -310,15 +310,15 @@ fn peers_message_each_other_with_receipts() {
     assert!(sent.confirmed);
     assert_eq!(sent.to_session_id.as_deref(), Some(ib.session_id.as_str()));
     let m = inbox_b.recv_timeout(T).unwrap();
-    assert_eq!(m.msg_id, sent.msg_id);
-    assert_eq!(m.session_id, ib.session_id);
-    assert_eq!(m.content, "build <done> & ok");
-    assert_eq!(m.text, "build &lt;done> & ok");
+    assert_eq!(m.message.msg_id, sent.msg_id);
+    assert_eq!(m.message.session_id, ib.session_id);
+    assert_eq!(m.message.content, "build <done> & ok");
+    assert_eq!(m.message.text, "build &lt;done> & ok");
     assert!(m.envelope.contains("build &lt;done> & ok"));
-    assert_eq!(m.origin, Origin::Peer);
-    assert_eq!(m.from.as_deref(), Some(ia.ipc_path.as_str()));
-    assert_eq!(m.from_name.as_deref(), Some("alice"));
-    assert_eq!(m.from_mode, Some(ReviewClass::Bypass));
+    assert_eq!(m.message.origin, Origin::Peer);
+    assert_eq!(m.message.from.as_deref(), Some(ia.ipc_path.as_str()));
+    assert_eq!(m.message.from_name.as_deref(), Some("alice"));
+    assert_eq!(m.message.from_mode, Some(ReviewClass::Bypass));
     let ev = receipts_a.recv_timeout(T).unwrap();
     assert_eq!(
         (ev.previous, ev.status),
@@ -342,7 +342,7 @@ fn peers_message_each_other_with_receipts() {
     );
     let held = b.held();
     assert_eq!(held.len(), 1);
-    assert_eq!(held[0].msg_id, s2.msg_id);
+    assert_eq!(held[0].message.msg_id, s2.msg_id);
     assert_eq!(
         serde_json::to_value(held[0].cause).unwrap(),
         "no-mode-asserted"
@@ -353,7 +353,7 @@ fn peers_message_each_other_with_receipts() {
         "held callback"
     );
     b.release(&s2.msg_id).unwrap();
-    assert_eq!(inbox_b.recv_timeout(T).unwrap().msg_id, s2.msg_id);
+    assert_eq!(inbox_b.recv_timeout(T).unwrap().message.msg_id, s2.msg_id);
     assert_eq!(
         a.wait(&s2.msg_id, T, true).unwrap().state,
         DeliveryState::Delivered
@@ -440,7 +440,7 @@ fn refuse_policy_and_reevaluation() {
         },
     )
     .unwrap();
-    assert_eq!(rx.recv_timeout(T).unwrap().msg_id, s2.msg_id);
+    assert_eq!(rx.recv_timeout(T).unwrap().message.msg_id, s2.msg_id);
     assert_eq!(
         a.wait(&s2.msg_id, T, true).unwrap().state,
         DeliveryState::Delivered
@@ -491,7 +491,7 @@ fn auth_line_is_required_and_checked() {
     }
     let mut got = Vec::new();
     while let Ok(m) = rx.recv_timeout(Duration::from_millis(500)) {
-        got.push(m.msg_id);
+        got.push(m.message.msg_id);
     }
     got.sort();
     assert_eq!(got, vec!["m10", "m6", "m7", "m8", "m9"]);
@@ -525,7 +525,7 @@ fn child_tokens_prove_own_process_origin() {
     );
     raw_send(&info.ipc_path, &payload, T);
     let m = rx.recv_timeout(T).unwrap();
-    assert_eq!(m.origin, Origin::OwnProcess);
+    assert_eq!(m.message.origin, Origin::OwnProcess);
     assert!(m.envelope.contains("origin=\"own-process\""));
     // The same frame from a plain peer is held (review class unknown).
     let payload = format!(
@@ -589,8 +589,11 @@ fn controller_tokens_are_read_per_auth_line() {
     .unwrap();
     raw_send(&info.ipc_path, &payload.replace("k1", "k2"), T);
     let m = rx.recv_timeout(T).unwrap();
-    assert_eq!(m.origin, Origin::Controller);
-    assert_eq!(m.controller_label.as_deref(), Some("Voice front end"));
+    assert_eq!(m.message.origin, Origin::Controller);
+    assert_eq!(
+        m.message.controller_label.as_deref(),
+        Some("Voice front end")
+    );
     assert!(m.envelope.contains("controller=\"Voice front end\""));
     // Revoked: dropped again.
     std::fs::write(
@@ -689,11 +692,11 @@ fn misaddressed_frames_and_rotation() {
     send_to("r2", None);
     send_to("r3", Some(&info.session_id));
     assert_eq!(
-        rx.recv_timeout(T).unwrap().msg_id,
+        rx.recv_timeout(T).unwrap().message.msg_id,
         "r2",
         "single session: absent toSessionId is ours"
     );
-    assert_eq!(rx.recv_timeout(T).unwrap().msg_id, "r3");
+    assert_eq!(rx.recv_timeout(T).unwrap().message.msg_id, "r3");
     let _ = fake.receipts(2, T);
     // Rotation rewrites the same file; the old id is now misaddressed.
     let rotated = p
@@ -708,7 +711,7 @@ fn misaddressed_frames_and_rotation() {
     send_to("r4", Some(&info.session_id));
     assert_eq!(fake.receipts(1, T)[0].1["status"], "misaddressed");
     send_to("r5", Some("new-session"));
-    assert_eq!(rx.recv_timeout(T).unwrap().msg_id, "r5");
+    assert_eq!(rx.recv_timeout(T).unwrap().message.msg_id, "r5");
     // A record deleted under us is re-asserted after a misaddressed frame.
     std::fs::remove_file(&info.record_path).unwrap();
     send_to("r6", Some("stale"));
@@ -769,11 +772,14 @@ fn several_sessions_behind_one_inbox() {
     send_to("x2", Some(&s2.session_id.to_uppercase()));
     let m = rx.recv_timeout(T).unwrap();
     assert_eq!(
-        (m.msg_id.as_str(), m.session_id.as_str()),
+        (m.message.msg_id.as_str(), m.message.session_id.as_str()),
         ("x2", s2.session_id.as_str())
     );
     send_to("x3", Some(&s1.session_id));
-    assert_eq!(rx.recv_timeout(T).unwrap().session_id, s1.session_id);
+    assert_eq!(
+        rx.recv_timeout(T).unwrap().message.session_id,
+        s1.session_id
+    );
     // Sending needs to know which session speaks.
     let q = participant(home.path(), json!({}));
     q.register(reg("three")).unwrap();
@@ -922,7 +928,7 @@ fn a_busy_host_never_makes_senders_wait() {
     b.set_message_callback(Some(Arc::new(
         move |m: &qwen_companion::sessions::InboundMessage| {
             std::thread::sleep(Duration::from_millis(1500));
-            let _ = tx.lock().unwrap().send(m.msg_id.clone());
+            let _ = tx.lock().unwrap().send(m.message.msg_id.clone());
         },
     )));
     let start = Instant::now();
@@ -962,8 +968,8 @@ fn unconsumed_deliveries_expire_when_the_session_leaves() {
     let rx = collect_messages(&b);
     let s1 = a.send(send("bob", "one", None)).unwrap();
     let s2 = a.send(send("bob", "two", None)).unwrap();
-    assert_eq!(rx.recv_timeout(T).unwrap().msg_id, s1.msg_id);
-    assert_eq!(rx.recv_timeout(T).unwrap().msg_id, s2.msg_id);
+    assert_eq!(rx.recv_timeout(T).unwrap().message.msg_id, s1.msg_id);
+    assert_eq!(rx.recv_timeout(T).unwrap().message.msg_id, s2.msg_id);
     b.ack(&s1.msg_id).unwrap();
     assert_eq!(b.ack(&s1.msg_id).unwrap_err().status, Status::NotFound);
     b.unregister(&ib.session_id).unwrap();
@@ -991,7 +997,7 @@ fn messages_wait_for_a_message_callback() {
         DeliveryState::Delivered
     );
     let rx = collect_messages(&b);
-    assert_eq!(rx.recv_timeout(T).unwrap().content, "early");
+    assert_eq!(rx.recv_timeout(T).unwrap().message.content, "early");
 }
 
 #[test]
@@ -1169,9 +1175,9 @@ fn controller_tokens_go_on_the_auth_line_as_given() {
         })
         .unwrap();
     let m = rx.recv_timeout(T).unwrap();
-    assert_eq!(m.origin, Origin::Controller);
-    assert_eq!(m.controller_label.as_deref(), Some("ci"));
-    assert_eq!(m.frame["toSessionId"], ib.session_id.as_str());
+    assert_eq!(m.message.origin, Origin::Controller);
+    assert_eq!(m.message.controller_label.as_deref(), Some("ci"));
+    assert_eq!(m.message.frame["toSessionId"], ib.session_id.as_str());
     assert_eq!(
         ctl.wait(&s.msg_id, T, true).unwrap().state,
         DeliveryState::Delivered
@@ -1290,21 +1296,21 @@ fn hosts_get_frames_as_received() {
     );
     assert!(eventually(T, || !b.held().is_empty()));
     let held = b.held();
-    assert_eq!(held[0].frame, frame);
-    assert_eq!(held[0].from_name.as_deref(), Some("two lines"));
+    assert_eq!(held[0].message.frame, frame);
+    assert_eq!(held[0].message.from_name.as_deref(), Some("two lines"));
     assert!(eventually(T, || held_b
         .lock()
         .unwrap()
         .last()
-        .is_some_and(|h| h.len() == 1 && h[0].frame == frame)));
+        .is_some_and(|h| h.len() == 1 && h[0].message.frame == frame)));
     // As JSON (what the FFI hands over): `frame` is the object itself.
     let j = serde_json::to_value(&held[0]).unwrap();
     assert_eq!(j["frame"]["replyToken"], own_a);
     assert_eq!(j["frame"]["x-extra"]["nested"][2], "é");
     b.release("Raw-Frame-1").unwrap();
     let m = inbox_b.recv_timeout(T).unwrap();
-    assert_eq!(m.frame, frame);
-    assert_eq!(m.content, "hi <there>");
+    assert_eq!(m.message.frame, frame);
+    assert_eq!(m.message.content, "hi <there>");
     let j = serde_json::to_value(&m).unwrap();
     assert_eq!(j["frame"]["msgV"], 0.5);
     // alice never tracked Raw-Frame-1 (a raw send): its receipts move nothing.

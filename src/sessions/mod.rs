@@ -392,10 +392,11 @@ pub enum Origin {
     Controller,
 }
 
-/// A message delivered to the host.
+/// What the host learns of a message it is given or asked about: who sent
+/// it (as the connection proved and as the frame claims) and what it says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InboundMessage {
+pub struct MessageInfo {
     pub msg_id: String,
     /// Our session it was addressed to.
     pub session_id: String,
@@ -403,10 +404,6 @@ pub struct InboundMessage {
     pub content: String,
     /// The content with every `<` escaped, for display.
     pub text: String,
-    /// The `<cross_session_message …>` element plus an authority notice, for a model.
-    pub envelope: String,
-    /// One line with the sender and a preview, for a notification.
-    pub display: String,
     /// The sender's claimed inbox (flattened).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
@@ -415,7 +412,6 @@ pub struct InboundMessage {
     pub from_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_mode: Option<ReviewClass>,
-    pub priority: Priority,
     pub origin: Origin,
     /// The grant's label, for `origin == controller`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -426,31 +422,31 @@ pub struct InboundMessage {
     pub frame: serde_json::Value,
 }
 
+/// A message delivered to the host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboundMessage {
+    #[serde(flatten)]
+    pub message: MessageInfo,
+    /// The `<cross_session_message …>` element plus an authority notice, for a model.
+    pub envelope: String,
+    /// One line with the sender and a preview, for a notification.
+    pub display: String,
+    pub priority: Priority,
+}
+
 /// A message waiting for the host's decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeldInfo {
-    pub msg_id: String,
-    pub session_id: String,
-    pub content: String,
-    pub text: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from_mode: Option<ReviewClass>,
-    pub origin: Origin,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub controller_label: Option<String>,
+    #[serde(flatten)]
+    pub message: MessageInfo,
     pub cause: HoldCause,
     /// Epoch milliseconds.
     pub held_at: u64,
     /// Epoch milliseconds; absent when holds do not expire.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
-    /// The user frame as received (as in [`InboundMessage::frame`]).
-    pub frame: serde_json::Value,
 }
 
 #[cfg(test)]

@@ -30,9 +30,9 @@ use super::net::{self, probe, send_lines, Verdict, SEND_TIMEOUT};
 use super::outbox::{Outbox, SendState};
 use super::registry::{self, Identity, ReadOutcome, RecordInfo, RecordOut, Resolution};
 use super::{
-    Config, HeldFn, HeldInfo, InboundMessage, MessageFn, Origin, ParentSendOptions, PeerInfo,
-    ReceiptFn, RegisterOptions, SendOptions, SendResult, SessionInfo, MESSAGING_SOCKET_ENV,
-    MESSAGING_TOKEN_ENV,
+    Config, HeldFn, HeldInfo, InboundMessage, MessageFn, MessageInfo, Origin, ParentSendOptions,
+    PeerInfo, ReceiptFn, RegisterOptions, SendOptions, SendResult, SessionInfo,
+    MESSAGING_SOCKET_ENV, MESSAGING_TOKEN_ENV,
 };
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
@@ -640,6 +640,23 @@ fn opt_flat(s: &Option<String>) -> Option<String> {
     s.as_deref().map(flatten_label).filter(|s| !s.is_empty())
 }
 
+fn message_info(e: &Entry, session_id: &str) -> MessageInfo {
+    let (origin, controller_label) = origin_fields(&e.origin);
+    let f = &e.frame;
+    MessageInfo {
+        msg_id: f.msg_id.clone(),
+        session_id: session_id.to_string(),
+        content: f.content.clone(),
+        text: defang(&f.content),
+        from: opt_flat(&f.from),
+        from_name: opt_flat(&f.from_name),
+        from_mode: f.from_mode,
+        origin,
+        controller_label,
+        frame: f.wire_value(),
+    }
+}
+
 fn inbound_message(e: &Entry, session_id: &str) -> InboundMessage {
     let f = &e.frame;
     let from_shown = f.from.clone().unwrap_or_else(|| {
@@ -650,41 +667,20 @@ fn inbound_message(e: &Entry, session_id: &str) -> InboundMessage {
         }
         .to_string()
     });
-    let (origin, controller_label) = origin_fields(&e.origin);
     InboundMessage {
-        msg_id: f.msg_id.clone(),
-        session_id: session_id.to_string(),
-        content: f.content.clone(),
-        text: defang(&f.content),
+        message: message_info(e, session_id),
         envelope: format_envelope(&from_shown, f.from_name.as_deref(), &f.content, &e.origin),
         display: format_display(&from_shown, f.from_name.as_deref(), &f.content, &e.origin),
-        from: opt_flat(&f.from),
-        from_name: opt_flat(&f.from_name),
-        from_mode: f.from_mode,
         priority: f.priority,
-        origin,
-        controller_label,
-        frame: f.wire_value(),
     }
 }
 
 fn held_info(e: &Entry, session_id: &str, expiry: HeldExpiry) -> HeldInfo {
-    let (origin, controller_label) = origin_fields(&e.origin);
-    let f = &e.frame;
     HeldInfo {
-        msg_id: f.msg_id.clone(),
-        session_id: session_id.to_string(),
-        content: f.content.clone(),
-        text: defang(&f.content),
-        from: opt_flat(&f.from),
-        from_name: opt_flat(&f.from_name),
-        from_mode: f.from_mode,
-        origin,
-        controller_label,
+        message: message_info(e, session_id),
         cause: e.cause.unwrap_or(super::gate::HoldCause::ModeUnknown),
         held_at: e.at.wall_ms as u64,
         expires_at: expiry.millis().map(|ms| (e.at.wall_ms + ms) as u64),
-        frame: f.wire_value(),
     }
 }
 
