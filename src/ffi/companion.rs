@@ -144,13 +144,7 @@ pub unsafe extern "C" fn qc_companion_port(
     out: *mut u16,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out, "out")?;
-        let port = companion(c)?.port()?;
-        // SAFETY: checked non-NULL.
-        unsafe { *out = port };
-        Ok(())
-    })
+    value_result(error, out, || companion(c)?.port())
 }
 
 /// `*out` receives the lock file's path (owned; free with `qc_string_free`).
@@ -530,13 +524,7 @@ pub unsafe extern "C" fn qc_companion_enable_events(
     out_fd: *mut i32,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        out_arg(out_fd, "out_fd")?;
-        let fd = companion(c)?.enable_event_queue()?;
-        // SAFETY: checked non-NULL.
-        unsafe { *out_fd = fd };
-        Ok(())
-    })
+    value_result(error, out_fd, || companion(c)?.enable_event_queue())
 }
 
 /// Takes the next queued event (pull mode). `*out_json` receives an owned JSON

@@ -418,8 +418,7 @@ pub unsafe extern "C" fn qc_participant_set_log_callback(
 /// escaped, for display),"envelope","display","from"?,"fromName"?,"fromMode"?,
 /// "priority","origin" ("peer"|"own-process"|"controller"),"controllerLabel"?,
 /// "frame"}`. `origin` is what the connection proved, never what the frame
-/// claims. `frame` is the user frame as received, every field kept (key order
-/// not preserved), as a JSON object:
+/// claims. `frame` is the user frame as received (key order not preserved):
 /// every field, unknown ones included, nothing flattened or checked, and its
 /// `replyToken` (the sender's credential for receipts): keep it out of models
 /// and logs.

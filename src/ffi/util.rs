@@ -141,6 +141,22 @@ pub(crate) fn json_result<T: serde::Serialize>(
     })
 }
 
+/// Runs `f` behind the panic boundary, after checking `out`, and writes its
+/// plain value to `out`.
+pub(crate) fn value_result<T>(
+    error: *mut *mut c_char,
+    out: *mut T,
+    f: impl FnOnce() -> Result<T>,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let value = f()?;
+        // SAFETY: checked non-NULL above.
+        unsafe { *out = value };
+        Ok(())
+    })
+}
+
 /// Serialises `value` to an owned JSON string in `out`.
 pub(crate) fn write_json<T: serde::Serialize + ?Sized>(
     out: *mut *mut c_char,
