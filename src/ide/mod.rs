@@ -330,7 +330,7 @@ impl Inner {
                 },
             }
         };
-        let timeout = self.settings().request_timeout;
+        let timeout = lock(&self.settings).request_timeout;
         let stopping = lock(&self.running)
             .as_ref()
             .map(|r| r.requests.clone())
@@ -493,12 +493,12 @@ impl Companion {
             hub: hub.clone(),
             token: token.clone(),
             port,
+            max_body_bytes: settings.max_body_bytes,
         });
         let app = server::router(
             state,
             session_manager.clone(),
             cancel.child_token(),
-            settings.max_body_bytes,
             settings.keep_alive,
         );
         let shutdown = cancel.clone();

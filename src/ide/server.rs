@@ -35,6 +35,7 @@ pub struct ServerState {
     pub hub: Arc<Hub>,
     pub token: String,
     pub port: u16,
+    pub max_body_bytes: usize,
 }
 
 /// Builds the axum app: `/mcp` (rmcp) behind the guard, 404 elsewhere.
@@ -42,9 +43,9 @@ pub fn router(
     state: Arc<ServerState>,
     sessions: Arc<LocalSessionManager>,
     cancel: CancellationToken,
-    max_body_bytes: usize,
     keep_alive: Duration,
 ) -> Router {
+    let max_body_bytes = state.max_body_bytes;
     let handler_state = state.clone();
     let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(keep_alive))
@@ -129,7 +130,7 @@ async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
     {
-        if len > state.inner.settings().max_body_bytes {
+        if len > state.max_body_bytes {
             return reject(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
         }
     }
