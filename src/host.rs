@@ -64,10 +64,6 @@ impl Logger {
         drop(old);
     }
 
-    pub fn enabled(&self, level: LogLevel) -> bool {
-        matches!(&*self.sink.read().unwrap_or_else(|p| p.into_inner()), Some((_, max)) if level <= *max)
-    }
-
     pub fn log(&self, level: LogLevel, message: impl FnOnce() -> String) {
         let sink = {
             let guard = self.sink.read().unwrap_or_else(|p| p.into_inner());

@@ -257,10 +257,6 @@ impl Hub {
         dead
     }
 
-    pub fn remove(&self, session_id: &str) {
-        self.lock().remove(session_id);
-    }
-
     /// Number of sessions with an open notification stream.
     pub fn active_sessions(&self) -> usize {
         self.lock().values().filter(|s| s.tx.is_some()).count()
