@@ -6,7 +6,9 @@ pub mod error;
 pub mod ffi;
 pub mod host;
 pub mod ide;
+pub mod plugins;
 pub mod runtime;
 pub mod sessions;
+pub mod shared;
 
 pub use error::{Error, Result, Status};

@@ -124,7 +124,7 @@ pub(crate) fn json_callback<T: serde::Serialize + ?Sized>(
 pub(crate) fn write_string(out: *mut *mut c_char, value: String) -> Result<()> {
     out_arg(out, "out")?;
     // SAFETY: checked non-NULL.
-    unsafe { *out = to_c_string(value) };
+    unsafe { out.write(to_c_string(value)) };
     Ok(())
 }
 
@@ -151,8 +151,9 @@ pub(crate) fn value_result<T>(
     boundary(error, || {
         out_arg(out, "out")?;
         let value = f()?;
-        // SAFETY: checked non-NULL above.
-        unsafe { *out = value };
+        // SAFETY: checked non-NULL above; `write` drops nothing that `out`
+        // held (it may be uninitialised).
+        unsafe { out.write(value) };
         Ok(())
     })
 }
@@ -258,25 +259,29 @@ pub(crate) fn out_arg<T>(ptr: *mut T, name: &str) -> Result<()> {
     }
 }
 
-/// A table of live handles. A handle is an opaque, never-reused number
-/// disguised as a pointer; it is never dereferenced, so any value a host
-/// passes is safe to look up.
+/// The one handle space of the process: every handle of every type comes
+/// from this counter, so a handle of one type can never resolve as another,
+/// and a freed handle is never issued again (a 64-bit counter stepping by 16
+/// does not wrap in the life of a process).
+static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(0x1000);
+
+/// A table of live handles of one type. A handle is an opaque, never-reused
+/// number disguised as a pointer; it is never dereferenced, so any value a
+/// host passes is safe to look up.
 pub(crate) struct HandleTable<T> {
     items: Mutex<HashMap<usize, Arc<T>>>,
-    next: AtomicUsize,
 }
 
 impl<T> HandleTable<T> {
-    pub(crate) fn new(base: usize) -> Self {
+    pub(crate) fn new() -> Self {
         HandleTable {
             items: Mutex::new(HashMap::new()),
-            next: AtomicUsize::new(base),
         }
     }
 
     pub(crate) fn insert(&self, item: T) -> usize {
-        // Step by 16 so handles look like aligned pointers and never repeat.
-        let id = self.next.fetch_add(16, Ordering::Relaxed);
+        // Step by 16 so handles look like aligned pointers; shared by every table.
+        let id = NEXT_HANDLE.fetch_add(16, Ordering::Relaxed);
         self.items
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -317,7 +322,7 @@ impl<T> HandleTable<T> {
             let item = make(opt_str_arg(config_json, "config_json")?)?;
             let id = self.insert(item);
             // SAFETY: checked non-NULL above.
-            unsafe { *out = id as *mut H };
+            unsafe { out.write(id as *mut H) };
             Ok(())
         })
     }

@@ -460,9 +460,7 @@ impl Companion {
         let settings = self.inner.settings();
         let lock_dir = lockfile::lock_dir(settings.lock_dir.as_deref())?;
         let rt = runtime::acquire()?;
-        let mut raw = [0u8; 32];
-        getrandom::fill(&mut raw).map_err(|e| Error::new(Status::Io, format!("OS RNG: {e}")))?;
-        let token = lockfile::hex(&raw);
+        let token = crate::shared::rand::random_hex(32)?;
 
         let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))
             .map_err(|e| Error::io("bind 127.0.0.1:0", e))?;

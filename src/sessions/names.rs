@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::ide::lockfile::hex;
+pub use crate::shared::rand::hex;
 
 /// Longest label (name, cwd, `fromName`, controller label) after flattening,
 /// in code points; longer ones are cut to 199 and end with `…`.

@@ -82,28 +82,15 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// `$QWEN_HOME` as Qwen resolves it (`~` expanded, relative made absolute),
-/// else `~/.qwen`.
+/// The configured home (made absolute, `~` expanded), else Qwen's own
+/// resolution of `$QWEN_HOME` / `~/.qwen` ([`crate::shared::fs::qwen_home`]).
 fn resolve_qwen_home(over: Option<&Path>) -> Result<PathBuf> {
-    let cwd = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let home = || env_nonempty("HOME").map(PathBuf::from);
-    let absolute = |p: PathBuf| if p.is_absolute() { p } else { cwd().join(p) };
-    if let Some(p) = over {
-        return Ok(absolute(p.to_path_buf()));
-    }
-    if let Some(v) = env_nonempty("QWEN_HOME") {
-        if v == "~" || v.starts_with("~/") {
-            let h = home().ok_or_else(|| {
-                Error::new(Status::Io, "QWEN_HOME starts with ~ but HOME is unset")
-            })?;
-            return Ok(h.join(v.trim_start_matches('~').trim_start_matches('/')));
-        }
-        return Ok(absolute(PathBuf::from(v)));
-    }
-    match home() {
-        Some(h) => Ok(h.join(".qwen")),
-        None => crate::ide::lockfile::lock_dir(None)
-            .map(|d| d.parent().map(Path::to_path_buf).unwrap_or(d)),
+    match over {
+        Some(p) => match p.to_str() {
+            Some(s) => crate::shared::fs::resolve_user_dir(s),
+            None => Ok(crate::shared::fs::absolute(p)),
+        },
+        None => crate::shared::fs::qwen_home(),
     }
 }
 

@@ -3,9 +3,7 @@
 //! writing our own record file, and resolving a typed address to a session.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -16,7 +14,6 @@ use super::names::{flatten_label, is_js_space, is_valid_kind, js_trim, peer_ref,
 use super::net::Verdict;
 use super::proc::{boot_id, boot_id_of, is_same_process};
 use crate::error::{Error, Result, Status};
-use crate::ide::lockfile::ensure_private_dir;
 
 /// Record schema we write and fully understand.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -390,44 +387,11 @@ pub fn choose_record_path(dir: &Path, own: &Identity, bare: bool) -> Result<Path
     ))
 }
 
-/// Writes `bytes` to `path` atomically: a `<name>.<12 hex>.tmp` sibling
-/// created with `O_EXCL | O_NOFOLLOW` and mode 0600, fsynced, renamed over
-/// the target (which replaces a symlink rather than writing through it), and
-/// the directory fsynced. The temporary name is the one Qwen's listers sweep
-/// when a crash leaves it behind.
+/// Writes `bytes` to `path` atomically (0600, fsynced, in a 0700 directory,
+/// never through a symlink; the `<name>.<12 hex>.tmp` temporary is the one
+/// Qwen's listers sweep when a crash leaves it behind).
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::invalid_argument("record path has no directory"))?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::invalid_argument("record path has no file name"))?;
-    ensure_private_dir(dir)?;
-    let tmp = dir.join(format!("{name}.{}.tmp", random_hex(6)));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| Error::io(&format!("create {}", tmp.display()), e))?;
-        f.set_permissions(fs::Permissions::from_mode(0o600))
-            .and_then(|_| f.write_all(bytes))
-            .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&format!("write {}", tmp.display()), e))?;
-        fs::rename(&tmp, path)
-            .map_err(|e| Error::io(&format!("rename to {}", path.display()), e))?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::shared::fs::write_atomic(path, bytes, crate::shared::fs::AtomicWrite::PRIVATE_DURABLE)
 }
 
 /// Serialises and writes a record (pretty-printed, as Qwen writes them).

@@ -1,0 +1,283 @@
+//! Qwen's home directory, private directories and atomic file writes.
+
+use std::ffi::OsString;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, Result, Status};
+
+/// The user's home directory as Node's `os.homedir()` finds it: `$HOME` when
+/// set and non-empty, else the passwd entry of our uid.
+pub fn home_dir() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(h));
+    }
+    // SAFETY: getpwuid_r with a heap buffer; the result points into `buf`,
+    // which outlives every use of it.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut buf = vec![0 as libc::c_char; 16384];
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            libc::getuid(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        );
+        if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pwd.pw_dir);
+        use std::os::unix::ffi::OsStringExt;
+        let dir = PathBuf::from(OsString::from_vec(dir.to_bytes().to_vec()));
+        (!dir.as_os_str().is_empty()).then_some(dir)
+    }
+}
+
+/// Resolves a user-given directory as Qwen Code resolves `QWEN_HOME`
+/// (`Storage.resolvePath`): `~` and `~/…` are joined to the home directory,
+/// a relative path is made absolute against the current working directory.
+pub fn resolve_user_dir(value: &str) -> Result<PathBuf> {
+    let path = if value == "~" || value.starts_with("~/") || value.starts_with("~\\") {
+        let home = home_dir().ok_or_else(|| {
+            Error::new(
+                Status::Io,
+                format!("{value:?} starts with ~ but the home directory is unknown"),
+            )
+        })?;
+        let rest = if value == "~" { "" } else { &value[2..] };
+        rest.split(['/', '\\'])
+            .filter(|s| !s.is_empty())
+            .fold(home, |p, seg| p.join(seg))
+    } else {
+        PathBuf::from(value)
+    };
+    Ok(absolute(&path))
+}
+
+/// `path` made absolute against the current directory and lexically
+/// normalised (`.` and `..` folded, as Node's `path.resolve` does).
+pub fn absolute(path: &Path) -> PathBuf {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    };
+    let mut out = PathBuf::from("/");
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Qwen Code's global directory, resolved exactly as the CLI resolves it
+/// (`Storage.getGlobalQwenDir`): `$QWEN_HOME` when set and non-empty (see
+/// [`resolve_user_dir`]), else `~/.qwen`, else `<tmpdir>/.qwen` when no home
+/// directory is known. Every part of the library finds its files from here:
+/// `ide/` (lock files), `sessions/` (registry), plugin data.
+pub fn qwen_home() -> Result<PathBuf> {
+    if let Some(v) = std::env::var("QWEN_HOME").ok().filter(|v| !v.is_empty()) {
+        return resolve_user_dir(&v);
+    }
+    if let Some(v) = std::env::var_os("QWEN_HOME").filter(|v| !v.is_empty()) {
+        // Not UTF-8: no `~` expansion is possible, the bytes are a path.
+        return Ok(absolute(Path::new(&v)));
+    }
+    Ok(match home_dir() {
+        Some(h) => h.join(".qwen"),
+        None => std::env::temp_dir().join(".qwen"),
+    })
+}
+
+/// Makes sure `dir` exists as a real directory owned by us with mode 0700
+/// (its parents are created as needed with the default mode). A symlink, a
+/// non-directory or a directory of another user is refused.
+pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| Error::io(&format!("create {}", parent.display()), e))?;
+    }
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io(&format!("create {}", dir.display()), e)),
+    }
+    let meta =
+        fs::symlink_metadata(dir).map_err(|e| Error::io(&format!("stat {}", dir.display()), e))?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(Error::new(
+            Status::Io,
+            format!(
+                "{} is not a directory (symlinks are refused)",
+                dir.display()
+            ),
+        ));
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid {
+        return Err(Error::new(
+            Status::Io,
+            format!(
+                "{} is owned by uid {}, not by us ({uid})",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io(&format!("chmod 0700 {}", dir.display()), e))?;
+    }
+    Ok(())
+}
+
+/// How [`write_atomic`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct AtomicWrite {
+    /// Mode of the new file (0600 for anything holding a token).
+    pub mode: u32,
+    /// fsync the file before the rename and the directory after it. Files
+    /// that are stale after a crash anyway (lock files) skip that; atomicity
+    /// comes from the rename either way.
+    pub durable: bool,
+    /// Create the parent as a private (0700) directory first.
+    pub private_dir: bool,
+}
+
+impl AtomicWrite {
+    /// 0600, fsynced, in a private directory.
+    pub const PRIVATE_DURABLE: AtomicWrite = AtomicWrite {
+        mode: 0o600,
+        durable: true,
+        private_dir: true,
+    };
+    /// 0600 in a private directory, not fsynced.
+    pub const PRIVATE: AtomicWrite = AtomicWrite {
+        mode: 0o600,
+        durable: false,
+        private_dir: true,
+    };
+}
+
+/// Writes `bytes` to `path` atomically: a `<name>.<12 hex>.tmp` sibling is
+/// created with `O_EXCL | O_NOFOLLOW` and `opts.mode`, written, optionally
+/// fsynced, and renamed over the target — which replaces a symlink there
+/// rather than writing through it, so a reader never sees a partial file.
+/// The temporary name is the one Qwen's own listers sweep after a crash. On
+/// any failure the temporary file is removed and the target is untouched.
+pub fn write_atomic(path: &Path, bytes: &[u8], opts: AtomicWrite) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .ok_or_else(|| Error::invalid_argument(format!("{} has no directory", path.display())))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::invalid_argument(format!("{} has no file name", path.display())))?;
+    if opts.private_dir {
+        ensure_private_dir(dir)?;
+    }
+    let tmp = dir.join(format!("{name}.{}.tmp", super::rand::random_hex(6)?));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(opts.mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| Error::io(&format!("create {}", tmp.display()), e))?;
+        // The umask may have narrowed the mode: set it exactly.
+        f.set_permissions(fs::Permissions::from_mode(opts.mode))
+            .and_then(|_| f.write_all(bytes))
+            .and_then(|_| if opts.durable { f.sync_all() } else { Ok(()) })
+            .map_err(|e| Error::io(&format!("write {}", tmp.display()), e))?;
+        fs::rename(&tmp, path)
+            .map_err(|e| Error::io(&format!("rename to {}", path.display()), e))?;
+        if opts.durable {
+            if let Ok(d) = fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes a file; a missing one is not an error (a symlink is removed
+/// itself, never its target).
+pub fn remove_file_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(&format!("remove {}", path.display()), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_folds_dots() {
+        assert_eq!(absolute(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(absolute(Path::new("/../x")), PathBuf::from("/x"));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(absolute(Path::new("q")), cwd.join("q"));
+    }
+
+    #[test]
+    fn tilde_is_home() {
+        let home = home_dir().unwrap();
+        assert_eq!(resolve_user_dir("~").unwrap(), home);
+        assert_eq!(
+            resolve_user_dir("~/q//r").unwrap(),
+            home.join("q").join("r")
+        );
+        assert_eq!(resolve_user_dir("~\\q").unwrap(), home.join("q"));
+        // `~user` is not expanded (Qwen does not either): it is relative.
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(resolve_user_dir("~x/y").unwrap(), cwd.join("~x").join("y"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_a_symlink_instead_of_following_it() {
+        let dir = std::env::temp_dir().join(format!("qc-fs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        ensure_private_dir(&dir).unwrap();
+        let outside = dir.join("outside");
+        fs::write(&outside, b"keep").unwrap();
+        let target = dir.join("t.json");
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        write_atomic(&target, b"new", AtomicWrite::PRIVATE).unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        assert!(!fs::symlink_metadata(&target)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let mode = fs::metadata(&target).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let leftovers: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,7 @@
+//! Helpers that more than one part of the library needs (the IDE companion,
+//! the cross-session participant, the plugin host): Qwen's home directory,
+//! private directories, atomic file writes, hex and randomness.
+//! One copy here; the parts call it instead of keeping their own.
+
+pub mod fs;
+pub mod rand;
