@@ -56,7 +56,7 @@ pub type qc_close_diff_fn = Option<
     ) -> i32,
 >;
 
-static COMPANIONS: Lazy<HandleTable<Companion>> = Lazy::new(|| HandleTable::new());
+static COMPANIONS: Lazy<HandleTable<Companion>> = Lazy::new(HandleTable::new);
 
 fn companion(c: *const qc_companion) -> Result<Arc<Companion>> {
     COMPANIONS.get(c as usize)

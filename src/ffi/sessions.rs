@@ -30,7 +30,7 @@ pub struct qc_participant {
     _private: [u8; 0],
 }
 
-static PARTICIPANTS: Lazy<HandleTable<Participant>> = Lazy::new(|| HandleTable::new());
+static PARTICIPANTS: Lazy<HandleTable<Participant>> = Lazy::new(HandleTable::new);
 
 fn participant(p: *const qc_participant) -> Result<Arc<Participant>> {
     PARTICIPANTS.get(p as usize)
