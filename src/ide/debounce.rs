@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 struct State {
     first: Option<Instant>,
     last: Option<Instant>,
+    /// Emit at once, without waiting for the debounce.
+    now: bool,
     stop: bool,
 }
 
@@ -58,6 +60,14 @@ impl Debouncer {
         self.shared.cv.notify_one();
     }
 
+    /// Asks for an emission at once (it also settles a pending burst).
+    pub fn emit_now(&self) {
+        let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.now = true;
+        drop(st);
+        self.shared.cv.notify_one();
+    }
+
     /// Stops the thread (pending updates are dropped) and joins it.
     pub fn stop(&self) {
         self.shared
@@ -93,6 +103,15 @@ fn run(shared: &Shared, debounce: Duration, max_wait: Duration, emit: impl Fn())
     loop {
         if st.stop {
             return;
+        }
+        if st.now {
+            st.now = false;
+            st.first = None;
+            st.last = None;
+            drop(st);
+            emit();
+            st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            continue;
         }
         let (Some(first), Some(last)) = (st.first, st.last) else {
             st = shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -148,6 +167,17 @@ mod tests {
             count.load(Ordering::SeqCst) >= 3,
             "{}",
             count.load(Ordering::SeqCst)
+        );
+        let before = count.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(150));
+        let settled = count.load(Ordering::SeqCst);
+        assert!(settled <= before + 1);
+        d.emit_now();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            settled + 1,
+            "emit_now does not wait"
         );
         d.stop();
         d.notify();

@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
+use crate::loopback::guard::{OriginPolicy, Policy};
+use crate::loopback::sessions::Lifecycle;
+use crate::loopback::{self, Limits, LimitsConfig};
 use crate::runtime::{self, RuntimeRef};
 use context::ContextState;
 use hub::{Hub, Notification};
@@ -33,9 +36,11 @@ pub type OpenDiffFn = dyn Fn(&str, &str) -> std::result::Result<(), String> + Se
 /// Host callback asked to close a diff: returns the final buffer text (or `None`).
 pub type CloseDiffFn = dyn Fn(&str) -> std::result::Result<Option<String>, String> + Send + Sync;
 
-/// Sessions whose stream stayed closed this long are forgotten.
-const SESSION_GRACE: Duration = Duration::from_secs(120);
 const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Most diffs kept open at once, and most bytes of proposed content they
+/// hold; past either the oldest is closed (`ide/diffClosed`).
+const MAX_OPEN_DIFFS: usize = 32;
+const MAX_OPEN_DIFF_BYTES: usize = 256 * 1024 * 1024;
 
 /// Companion configuration (the JSON object given to `qc_companion_new`).
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +85,22 @@ pub struct Config {
     /// (default 15000, at most 30000: the CLI drops a stream silent for 300 s).
     #[serde(default)]
     pub keep_alive_ms: Option<u64>,
+    /// Connection limits and timeouts of the HTTP server (see `loopback`).
+    #[serde(default)]
+    pub http: Option<LimitsConfig>,
+    /// How long a session without a stream and without requests is kept, in
+    /// milliseconds (default 30000; 1000 ..= 3600000). Longer than the CLI's
+    /// reconnect window (about 7 s).
+    #[serde(default)]
+    pub session_grace_ms: Option<u64>,
+    /// Most MCP sessions kept at once (default 64; 1 ..= 4096).
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+    /// A client whose stream has not taken a notification for this long is
+    /// dropped like an abandoned session, in milliseconds (default 30000;
+    /// 100 ..= 600000).
+    #[serde(default)]
+    pub stalled_client_ms: Option<u64>,
 }
 
 fn default_true() -> bool {
@@ -101,6 +122,10 @@ impl Default for Config {
             max_body_bytes: None,
             keep_alive_ms: None,
             request_timeout_ms: None,
+            http: None,
+            session_grace_ms: None,
+            max_sessions: None,
+            stalled_client_ms: None,
         }
     }
 }
@@ -130,6 +155,9 @@ pub struct Settings {
     pub max_body_bytes: usize,
     pub keep_alive: Duration,
     pub request_timeout: Duration,
+    pub limits: Limits,
+    pub lifecycle: Lifecycle,
+    pub stalled_client: Duration,
 }
 
 fn validate_roots(roots: &[String]) -> Result<()> {
@@ -202,7 +230,35 @@ impl Settings {
                 "requestTimeoutMs must be between 100 and 600000",
             ));
         }
+        let limits = c.http.unwrap_or_default().limits()?;
+        let mut lifecycle = Lifecycle::default();
+        if let Some(ms) = c.session_grace_ms {
+            if !(1000..=3_600_000).contains(&ms) {
+                return Err(Error::invalid_argument(
+                    "sessionGraceMs must be between 1000 and 3600000",
+                ));
+            }
+            lifecycle.grace = Duration::from_millis(ms);
+        }
+        if let Some(n) = c.max_sessions {
+            if !(1..=4096).contains(&n) {
+                return Err(Error::invalid_argument(
+                    "maxSessions must be between 1 and 4096",
+                ));
+            }
+            lifecycle.max_sessions = n;
+        }
+        let stalled_client = Duration::from_millis(c.stalled_client_ms.unwrap_or(30_000));
+        if stalled_client < Duration::from_millis(100) || stalled_client > Duration::from_secs(600)
+        {
+            return Err(Error::invalid_argument(
+                "stalledClientMs must be between 100 and 600000",
+            ));
+        }
         Ok(Settings {
+            stalled_client,
+            limits,
+            lifecycle,
             keep_alive,
             request_timeout,
             workspace_roots: c.workspace_roots,
@@ -224,6 +280,51 @@ struct OpenDiff {
     proposed: String,
 }
 
+/// The open diffs by path, bounded in count and bytes.
+#[derive(Default)]
+struct OpenDiffs {
+    by_path: HashMap<String, OpenDiff>,
+    bytes: usize,
+}
+
+impl OpenDiffs {
+    /// Adds a diff; returns the paths closed to stay within the bounds.
+    fn insert(&mut self, path: &str, diff: OpenDiff) -> Vec<String> {
+        if let Some(old) = self.by_path.remove(path) {
+            self.bytes -= old.proposed.len();
+        }
+        let mut evicted = Vec::new();
+        while !self.by_path.is_empty()
+            && (self.by_path.len() >= MAX_OPEN_DIFFS
+                || self.bytes + diff.proposed.len() > MAX_OPEN_DIFF_BYTES)
+        {
+            let oldest = self
+                .by_path
+                .iter()
+                .min_by_key(|(_, d)| d.id)
+                .map(|(p, _)| p.clone())
+                .expect("not empty");
+            self.remove(&oldest);
+            evicted.push(oldest);
+        }
+        self.bytes += diff.proposed.len();
+        self.by_path.insert(path.to_string(), diff);
+        evicted
+    }
+    fn remove(&mut self, path: &str) -> Option<OpenDiff> {
+        let d = self.by_path.remove(path)?;
+        self.bytes -= d.proposed.len();
+        Some(d)
+    }
+    fn get(&self, path: &str) -> Option<&OpenDiff> {
+        self.by_path.get(path)
+    }
+    fn clear(&mut self) {
+        self.by_path.clear();
+        self.bytes = 0;
+    }
+}
+
 /// What exists only while the server runs.
 struct Running {
     runtime: Arc<RuntimeRef>,
@@ -236,7 +337,8 @@ struct Running {
     /// answered with an error, so no CLI request is left without a reply.
     requests: CancellationToken,
     hub: Arc<Hub>,
-    server: tokio::task::JoinHandle<()>,
+    server: loopback::Server,
+    sessions: Arc<SessionManagerImpl>,
 }
 
 /// Shared state of one companion.
@@ -247,7 +349,7 @@ pub struct Inner {
     pub(crate) close_diff_cb: Slot<CloseDiffFn>,
     settings: Mutex<Settings>,
     context: Mutex<ContextState>,
-    diffs: Mutex<HashMap<String, OpenDiff>>,
+    diffs: Mutex<OpenDiffs>,
     next_diff_id: AtomicU64,
     running: Mutex<Option<Running>>,
     /// The running companion's debouncer (None when stopped).
@@ -274,7 +376,20 @@ impl Inner {
 
     pub(crate) fn diffs_open(&self, path: &str, proposed: String) -> u64 {
         let id = self.next_diff_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.diffs).insert(path.to_string(), OpenDiff { id, proposed });
+        let evicted = lock(&self.diffs).insert(path, OpenDiff { id, proposed });
+        if !evicted.is_empty() {
+            let hub = self.hub();
+            for p in evicted {
+                self.logger
+                    .warn(|| format!("too many open diffs: closing the oldest one, for {p}"));
+                if let Some(hub) = &hub {
+                    hub.broadcast(Notification::new(
+                        "ide/diffClosed",
+                        json!({"filePath": p, "content": null}),
+                    ));
+                }
+            }
+        }
         id
     }
 
@@ -381,7 +496,7 @@ impl Companion {
                 close_diff_cb: Slot::default(),
                 settings: Mutex::new(settings),
                 context: Mutex::new(ContextState::new(trusted)),
-                diffs: Mutex::new(HashMap::new()),
+                diffs: Mutex::new(OpenDiffs::default()),
                 next_diff_id: AtomicU64::new(1),
                 running: Mutex::new(None),
                 debouncer: Mutex::new(None),
@@ -449,6 +564,7 @@ impl Companion {
     }
 
     /// Binds 127.0.0.1 on a free port, serves `/mcp` and writes the lock file.
+    /// On any failure nothing is left running and no lock file is written.
     pub fn start(&self) -> Result<()> {
         let mut running = lock(&self.inner.running);
         if running.is_some() {
@@ -459,39 +575,69 @@ impl Companion {
         }
         let settings = self.inner.settings();
         let lock_dir = lockfile::lock_dir(settings.lock_dir.as_deref())?;
-        let rt = runtime::acquire()?;
         let token = crate::shared::rand::random_hex(32)?;
-
-        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .map_err(|e| Error::io("bind 127.0.0.1:0", e))?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|e| Error::io("set_nonblocking", e))?;
-        let port = std_listener
-            .local_addr()
-            .map_err(|e| Error::io("local_addr", e))?
-            .port();
+        let (std_listener, port) = loopback::bind_loopback()?;
+        // The debounce thread first: it is the last fallible step that needs
+        // no cleanup of a running server.
+        let weak = Arc::downgrade(&self.inner);
+        let debouncer = Arc::new(
+            debounce::Debouncer::start(settings.debounce, settings.max_wait, move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.publish_context();
+                }
+            })
+            .map_err(|e| Error::io("cannot start the debounce thread", e))?,
+        );
+        let rt = match runtime::acquire() {
+            Ok(rt) => rt,
+            Err(e) => {
+                debouncer.stop();
+                return Err(e);
+            }
+        };
         let handle = rt.handle().clone();
         let _enter = handle.enter();
-        let listener = tokio::net::TcpListener::from_std(std_listener)
-            .map_err(|e| Error::io("register listener", e))?;
 
-        let source = Arc::downgrade(&self.inner);
-        let hub = Arc::new(Hub::new(
-            Box::new(move || source.upgrade().map(|i| i.normalized_context())),
+        // The first snapshot is made here, on the host's thread; later ones
+        // on the debounce thread. The hub never makes one itself.
+        let refresher = Arc::downgrade(&debouncer);
+        let mut hub = Hub::new(
+            self.inner.normalized_context(),
+            Box::new(move || {
+                if let Some(d) = refresher.upgrade() {
+                    d.emit_now();
+                }
+            }),
+            {
+                let inner = Arc::downgrade(&self.inner);
+                Box::new(move || {
+                    inner
+                        .upgrade()
+                        .map(|i| lock(&i.context).version)
+                        .unwrap_or(0)
+                })
+            },
+            settings.lifecycle,
             self.inner.logger.clone(),
             handle.clone(),
-        ));
+        );
+        hub.set_stuck_after(settings.stalled_client);
+        let hub = Arc::new(hub);
         let cancel = CancellationToken::new();
         let mut session_manager = SessionManagerImpl::default();
-        session_manager.session_config.keep_alive = None;
+        // Our reaper closes sessions (rmcp's own inactivity timer would cut
+        // a healthy stream-less CLI between two tool calls).
+        session_manager.0.session_config.keep_alive = None;
         let session_manager = Arc::new(session_manager);
         let state = Arc::new(server::ServerState {
             inner: self.inner.clone(),
             hub: hub.clone(),
-            token: token.clone(),
-            port,
-            max_body_bytes: settings.max_body_bytes,
+            policy: Policy {
+                token: token.clone(),
+                port,
+                origin: OriginPolicy::RefuseAll,
+                max_body_bytes: settings.max_body_bytes,
+            },
         });
         let app = server::router(
             state,
@@ -499,33 +645,18 @@ impl Companion {
             cancel.child_token(),
             settings.keep_alive,
         );
-        let shutdown = cancel.clone();
-        let logger = self.inner.logger.clone();
-        let server = handle.spawn(async move {
-            // Replies are small writes after the headers: without TCP_NODELAY
-            // each would wait for the client's delayed ACK (~40 ms).
-            let listener =
-                axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-                    let _ = tcp.set_nodelay(true);
-                });
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await
-            {
-                logger.error(|| format!("server stopped: {e}"));
+        let server = match loopback::serve(
+            std_listener,
+            app,
+            settings.limits,
+            self.inner.logger.clone(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                debouncer.stop();
+                return Err(e);
             }
-        });
-        let weak = Arc::downgrade(&self.inner);
-        let debouncer =
-            debounce::Debouncer::start(settings.debounce, settings.max_wait, move || {
-                if let Some(inner) = weak.upgrade() {
-                    inner.publish_context();
-                }
-            })
-            .map_err(|e| Error::io("cannot start the debounce thread", e))?;
-        *lock(&self.inner.debouncer) = Some(Arc::new(debouncer));
-        handle.spawn(reap_loop(hub.clone(), session_manager, cancel.clone()));
-
+        };
         let lock_path = match lockfile::write_lock(
             &lock_dir,
             port,
@@ -535,12 +666,19 @@ impl Companion {
             Err(e) => {
                 cancel.cancel();
                 server.abort();
-                if let Some(d) = lock(&self.inner.debouncer).take() {
-                    d.stop();
-                }
+                debouncer.stop();
                 return Err(e);
             }
         };
+        *lock(&self.inner.debouncer) = Some(debouncer);
+        handle.spawn(loopback::sessions::reap_loop(
+            hub.sessions().clone(),
+            session_manager.clone(),
+            cancel.clone(),
+            self.inner.logger.clone(),
+            hub::session_dead,
+            |_, _| {},
+        ));
         self.inner.logger.info(|| {
             format!(
                 "listening on 127.0.0.1:{port}, lock file {}",
@@ -557,6 +695,7 @@ impl Companion {
             cancel,
             hub,
             server,
+            sessions: session_manager,
         });
         Ok(())
     }
@@ -595,8 +734,10 @@ impl Companion {
         lock(&self.inner.diffs).clear();
         if !on_runtime {
             let server = r.server;
-            let _ = r.runtime.handle().block_on(async move {
-                tokio::time::timeout(Duration::from_secs(2), server).await
+            let sessions = r.sessions.clone();
+            r.runtime.handle().block_on(async move {
+                loopback::sessions::close_all(&sessions).await;
+                server.shutdown(Duration::from_secs(2)).await;
             });
         } else {
             r.server.abort();
@@ -637,6 +778,32 @@ impl Companion {
     /// Number of clients currently able to receive notifications.
     pub fn connected_clients(&self) -> usize {
         self.inner.hub().map(|h| h.active_sessions()).unwrap_or(0)
+    }
+
+    /// Counters of the running server: MCP sessions known to the companion
+    /// and to rmcp, and the HTTP connection counters.
+    pub fn server_stats(&self) -> Result<Value> {
+        let (hub, sessions, conns, rt) = {
+            let running = lock(&self.inner.running);
+            let r = running.as_ref().ok_or_else(Error::not_running)?;
+            (
+                r.hub.clone(),
+                r.sessions.clone(),
+                r.server.stats(),
+                r.runtime.handle().clone(),
+            )
+        };
+        let rmcp_sessions = if tokio::runtime::Handle::try_current().is_ok() {
+            sessions.0.sessions.try_read().map(|m| m.len()).unwrap_or(0)
+        } else {
+            rt.block_on(sessions.count())
+        };
+        Ok(json!({
+            "sessions": hub.session_count(),
+            "activeSessions": hub.active_sessions(),
+            "rmcpSessions": rmcp_sessions,
+            "connections": conns,
+        }))
     }
 
     /// Variables the host must set in its integrated terminals.
@@ -781,19 +948,4 @@ impl Drop for Companion {
     }
 }
 
-type SessionManagerImpl =
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-
-async fn reap_loop(hub: Arc<Hub>, sessions: Arc<SessionManagerImpl>, cancel: CancellationToken) {
-    use rmcp::transport::streamable_http_server::session::SessionManager;
-    let mut tick = tokio::time::interval(Duration::from_secs(30));
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = cancel.cancelled() => return,
-        }
-        for sid in hub.reap(SESSION_GRACE) {
-            let _ = sessions.close_session(&sid.as_str().into()).await;
-        }
-    }
-}
+type SessionManagerImpl = crate::loopback::resume::McpSessions;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Router;
 use futures_util::StreamExt;
 use rmcp::model::{
@@ -17,15 +17,15 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
-use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::{Hub, Notification};
 use super::{HostRequest, Inner};
+use crate::loopback::guard::{self, Policy};
+use crate::loopback::resume::McpSessions;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -33,19 +33,17 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub struct ServerState {
     pub inner: Arc<Inner>,
     pub hub: Arc<Hub>,
-    pub token: String,
-    pub port: u16,
-    pub max_body_bytes: usize,
+    pub policy: Policy,
 }
 
 /// Builds the axum app: `/mcp` (rmcp) behind the guard, 404 elsewhere.
 pub fn router(
     state: Arc<ServerState>,
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<McpSessions>,
     cancel: CancellationToken,
     keep_alive: Duration,
 ) -> Router {
-    let max_body_bytes = state.max_body_bytes;
+    let max_body_bytes = state.policy.max_body_bytes;
     let handler_state = state.clone();
     let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(keep_alive))
@@ -68,80 +66,25 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(state, guard))
 }
 
-fn reject(status: StatusCode, message: &'static str) -> Response {
-    (status, message).into_response()
-}
-
-/// True when `auth` is exactly `Bearer <token>` (compared in constant time).
-pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return false;
-    };
-    let bytes = value.as_bytes();
-    let Some(presented) = bytes.strip_prefix(b"Bearer ") else {
-        return false;
-    };
-    presented.ct_eq(token.as_bytes()).into()
-}
-
-/// The Host values the official companion accepts.
-pub fn host_allowed(headers: &HeaderMap, port: u16) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let Some((name, p)) = host.rsplit_once(':') else {
-        return false;
-    };
-    p.parse::<u16>().ok() == Some(port)
-        && matches!(
-            name.to_ascii_lowercase().as_str(),
-            "localhost" | "127.0.0.1" | "host.docker.internal"
-        )
-}
-
-/// Checks every request: no `Origin` (browsers), an allowed `Host` (DNS
-/// rebinding), the bearer token; then watches GET streams so the hub knows
-/// when a session can receive notifications.
+/// Checks every request with the shared loopback rules (no `Origin`, an
+/// allowed `Host`, the bearer token, the body cap); then keeps the session
+/// lifecycle informed: requests seen, sessions created, GET streams opened
+/// and closed.
 async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    if headers.contains_key(header::ORIGIN) {
-        state
-            .inner
-            .logger
-            .warn(|| "refused a request with an Origin header".into());
-        return reject(StatusCode::FORBIDDEN, "Forbidden: Origin not allowed");
+    if let Err(refusal) = guard::check(req.headers(), req.extensions(), &state.policy) {
+        state.inner.logger.warn(|| refusal.describe().into());
+        return refusal.response();
     }
-    if !host_allowed(headers, state.port) {
-        state
-            .inner
-            .logger
-            .warn(|| "refused a request with a bad Host header".into());
-        return reject(StatusCode::FORBIDDEN, "Forbidden: invalid Host");
-    }
-    if !bearer_matches(headers, &state.token) {
-        state
-            .inner
-            .logger
-            .warn(|| "refused a request without the right bearer token".into());
-        return reject(StatusCode::UNAUTHORIZED, "Unauthorized");
-    }
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
+    let session = req
+        .headers()
+        .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        if len > state.max_body_bytes {
-            return reject(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
-        }
+        .map(str::to_string);
+    if let Some(sid) = &session {
+        state.hub.request_seen(sid);
     }
-    let stream_session = (req.method() == Method::GET && req.uri().path() == "/mcp")
-        .then(|| {
-            headers
-                .get(SESSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        })
-        .flatten();
+    let stream_session =
+        session.filter(|_| req.method() == Method::GET && req.uri().path() == "/mcp");
     let is_post = req.method() == Method::POST;
     let response = next.run(req).await;
     if is_post {

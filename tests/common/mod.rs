@@ -227,10 +227,19 @@ impl Client {
 
     /// Opens the GET SSE stream; notifications arrive on the returned stream.
     pub fn open_stream(&self) -> Stream {
+        self.open_stream_after(None)
+    }
+
+    /// Re-opens the GET stream as the CLI's transport does after a drop:
+    /// with `Last-Event-ID` set to the last event id it received.
+    pub fn open_stream_after(&self, last_event_id: Option<&str>) -> Stream {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
         let head = format!(
             "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
-             Accept: text/event-stream\r\nmcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n\r\n",
+             Accept: text/event-stream\r\nmcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n{resume}\r\n",
             self.port,
             self.token,
             self.session.as_deref().expect("handshake first")
@@ -246,6 +255,8 @@ impl Client {
                 && v.starts_with("text/event-stream")));
         let (tx, rx) = mpsc::channel();
         let (ctx, crx) = mpsc::channel();
+        let last_id = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let last = last_id.clone();
         std::thread::spawn(move || {
             let mut pending = String::new();
             while let Some(chunk) = read_chunk(&mut reader) {
@@ -254,6 +265,9 @@ impl Client {
                     let event: String = pending.drain(..pos + 2).collect();
                     if event.lines().any(|l| l.starts_with(':')) {
                         let _ = ctx.send(());
+                    }
+                    if let Some(id) = event.lines().find_map(|l| l.strip_prefix("id:")) {
+                        *last.lock().unwrap() = Some(id.trim().to_string());
                     }
                     for v in sse_events(&event) {
                         if tx.send(v).is_err() {
@@ -267,6 +281,7 @@ impl Client {
             rx,
             comments: crx,
             conn: closer,
+            last_id,
         }
     }
 }
@@ -275,9 +290,15 @@ pub struct Stream {
     pub rx: mpsc::Receiver<Value>,
     pub comments: mpsc::Receiver<()>,
     conn: TcpStream,
+    last_id: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Stream {
+    /// The id of the last SSE event received (what `Last-Event-ID` carries).
+    pub fn last_event_id(&self) -> Option<String> {
+        self.last_id.lock().unwrap().clone()
+    }
+
     /// Next notification with `method`, skipping others, within `timeout`.
     pub fn next_method(&self, method: &str, timeout: Duration) -> Option<Value> {
         let deadline = Instant::now() + timeout;
