@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::controllers::Controller;
 use super::frames::{parse_auth_line, parse_frame, Frame, LineReader};
-use super::names::random_hex;
 use super::net::{is_local_ipc_path, probe, Verdict};
 use super::proc::is_pid_alive;
+use crate::shared::rand::random_hex;
 
 /// Longest socket path (bytes) we bind; `sun_path` holds 104/108 with the NUL.
 pub(crate) const MAX_SOCKET_PATH_BYTES: usize = 103;
@@ -105,13 +105,16 @@ fn socket_file_pid(name: &str) -> Option<u64> {
     digits.parse().ok().filter(|p| *p > 0)
 }
 
-/// `<dir>/<pid>-<8 hex>.sock` next to `path`, if it fits.
-fn sibling(path: &Path) -> Option<PathBuf> {
-    let dir = path.parent()?;
-    let stem = path.file_stem()?.to_str()?;
+/// `<dir>/<pid>-<8 hex>.sock` next to `path`, if it fits (`Ok(None)` when it
+/// would not); an error when the OS RNG fails.
+fn sibling(path: &Path) -> Result<Option<PathBuf>, String> {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem().and_then(|s| s.to_str())) else {
+        return Ok(None);
+    };
     let base = stem.split('-').next().unwrap_or(stem);
-    let p = dir.join(format!("{base}-{}.sock", random_hex(4)));
-    (p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES).then_some(p)
+    let nonce = random_hex(4).map_err(|e| e.message)?;
+    let p = dir.join(format!("{base}-{nonce}.sock"));
+    Ok((p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES).then_some(p))
 }
 
 /// A bound socket.
@@ -176,8 +179,14 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
     let mut target = path.to_path_buf();
     if probe(s) != Verdict::Dead {
         match sibling(&target) {
-            Some(p) => target = p,
-            None => {
+            Ok(Some(p)) => target = p,
+            Err(e) => {
+                cleanup();
+                return Err(format!(
+                    "{s} is in use and no sibling name could be made: {e}"
+                ));
+            }
+            Ok(None) => {
                 cleanup();
                 return Err(format!("{s} is in use and a sibling name would not fit"));
             }
@@ -187,7 +196,17 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
     let listener = match StdUnixListener::bind(&target) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            let Some(p) = sibling(&target) else {
+            let p = match sibling(&target) {
+                Ok(p) => p,
+                Err(e) => {
+                    cleanup();
+                    return Err(format!(
+                        "{} is in use and no sibling name could be made: {e}",
+                        target.display()
+                    ));
+                }
+            };
+            let Some(p) = p else {
                 cleanup();
                 return Err(format!(
                     "{} is in use and a sibling name would not fit",

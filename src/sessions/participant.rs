@@ -24,7 +24,7 @@ use super::gate::{
 use super::inbox::{self, Credential, Handler, LINE_DEADLINE};
 use super::names::{
     defang, flatten_label, format_display, format_envelope, is_valid_kind, js_trim, peer_ref,
-    random_hex, resolve_session_name, utf16_len, uuid_v4, OriginKind,
+    resolve_session_name, utf16_len, OriginKind,
 };
 use super::net::{self, probe, send_lines, Verdict, SEND_TIMEOUT};
 use super::outbox::{Outbox, SendState};
@@ -38,6 +38,7 @@ use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::runtime::{self, RuntimeRef};
+use crate::shared::rand::{random_hex, uuid_v4};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -378,7 +379,7 @@ impl Participant {
         Ok(Participant {
             inner: Arc::new(Inner {
                 settings,
-                ipc_token: random_hex(32),
+                ipc_token: random_hex(32)?,
                 owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
                 logger: Arc::new(Logger::new(dispatcher.clone())),
                 dispatcher,
@@ -743,7 +744,7 @@ impl Inner {
                 return Err(Error::invalid_argument("sessionId is blank"))
             }
             Some(s) => s.to_string(),
-            None => uuid_v4(),
+            None => uuid_v4()?,
         };
         let cwd = match opts.cwd.clone() {
             Some(c) if c.is_empty() => return Err(Error::invalid_argument("cwd is empty")),
@@ -793,7 +794,7 @@ impl Inner {
                 kind: kind.clone(),
                 started_at: super::gate::wall_ms() as u64,
                 record_path: path.clone(),
-                child_token: random_hex(32),
+                child_token: random_hex(32)?,
                 inbound: InboundSettings {
                     policy: opts.inbound_policy.or(self.settings.inbound.policy),
                     review_class: opts.review_class.or(self.settings.inbound.review_class),
@@ -881,7 +882,7 @@ impl Inner {
                     super::proc::own_pid(),
                     xdg.as_deref(),
                     tmp.as_deref(),
-                    &random_hex(8),
+                    &random_hex(8)?,
                 )
             }
         };
@@ -1026,7 +1027,7 @@ impl Inner {
                 return Err(Error::invalid_argument("the new session id is blank"))
             }
             Some(s) => s.to_string(),
-            None => uuid_v4(),
+            None => uuid_v4()?,
         };
         let identity = Self::identity()?;
         let (before, after, ipc_path) = {
@@ -1311,8 +1312,25 @@ impl Inner {
         let inner = self.clone();
         let logger = self.logger.clone();
         handle.spawn(async move {
+            let msg_id = match uuid_v4() {
+                Ok(id) => id,
+                Err(e) => {
+                    logger.warn(|| {
+                        format!(
+                            "receipt {} for {} not sent: {}",
+                            r.status.as_str(),
+                            r.orig_msg_id,
+                            e.message
+                        )
+                    });
+                    if inner.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        inner.outstanding_done.notify_waiters();
+                    }
+                    return;
+                }
+            };
             let json = status_frame_json(
-                &uuid_v4(),
+                &msg_id,
                 r.status,
                 &r.orig_msg_id,
                 from.as_deref(),
@@ -1495,7 +1513,7 @@ impl Inner {
         let address = registry::advertisable_address(&others, i)
             .unwrap_or_else(|| js_trim(&o.to).to_string());
         let frame = UserFrame {
-            msg_id: uuid_v4(),
+            msg_id: uuid_v4()?,
             from: Some(from),
             reply_token: Some(self.ipc_token.clone()),
             from_name: Some(flatten_label(&me.name)),
@@ -1572,7 +1590,7 @@ impl Inner {
             None => (pinned.len() == 1).then(|| pinned[0].clone()),
         };
         let frame = UserFrame {
-            msg_id: uuid_v4(),
+            msg_id: uuid_v4()?,
             reply_token: from.as_ref().map(|_| self.ipc_token.clone()),
             from,
             from_name: name,
