@@ -406,6 +406,21 @@ pub async fn serve(
     conns.shutdown().await;
 }
 
+/// Runs a credential check on the blocking pool: a controller lookup may
+/// stat and read `peer-controllers.json`, which must never block a runtime
+/// worker (a flood of auth lines would otherwise stall every connection).
+/// A check that cannot run (the runtime shutting down) admits nothing.
+async fn off_runtime(
+    handler: &Arc<dyn Handler>,
+    check: impl FnOnce(&dyn Handler) -> Option<Credential> + Send + 'static,
+) -> Option<Credential> {
+    let h = handler.clone();
+    tokio::task::spawn_blocking(move || check(&*h))
+        .await
+        .ok()
+        .flatten()
+}
+
 async fn connection(
     mut stream: UnixStream,
     handler: Arc<dyn Handler>,
@@ -426,7 +441,11 @@ async fn connection(
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep_until(line_deadline) => return,
             _ = tokio::time::sleep_until(recheck_at), if recheck.is_some() => {
-                match controller_token.as_deref().and_then(|t| handler.revalidate(t)) {
+                let checked = match controller_token.clone() {
+                    Some(t) => off_runtime(&handler, move |h| h.revalidate(&t)).await,
+                    None => None,
+                };
+                match checked {
                     Some(c) => {
                         cred = Some(c);
                         recheck = Some(Instant::now() + deadline);
@@ -448,7 +467,9 @@ async fn connection(
                         None => {
                             line_deadline = Instant::now() + deadline;
                             let Some(token) = parse_auth_line(&line) else { return };
-                            let Some(c) = handler.authenticate(&token) else { return };
+                            let t = token.clone();
+                            let authenticated = off_runtime(&handler, move |h| h.authenticate(&t)).await;
+                            let Some(c) = authenticated else { return };
                             if matches!(c, Credential::Controller(_)) {
                                 controller_token = Some(token);
                                 recheck = Some(Instant::now() + deadline);

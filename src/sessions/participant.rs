@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::controllers::{self, Controller};
+use super::controllers::{Controller, Grants};
 use super::frames::{
     status_frame_json, user_frame_json, ControlFrame, Frame, UserFrame, MAX_FRAME_UNITS,
 };
@@ -361,6 +361,8 @@ struct Inner {
     ops: Mutex<()>,
     outstanding: AtomicUsize,
     outstanding_done: Notify,
+    /// `peer-controllers.json`, parsed again only when it changed.
+    controllers: Grants,
 }
 
 /// A cross-session participant: one inbox, one or more registered sessions.
@@ -376,10 +378,12 @@ impl Participant {
             Dispatcher::new("qc-cb")
                 .map_err(|e| Error::io("cannot start the callback thread", e))?,
         );
+        let controllers = Grants::new(settings.controllers_path.clone());
         Ok(Participant {
             inner: Arc::new(Inner {
                 settings,
                 ipc_token: random_hex(32)?,
+                controllers,
                 owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
                 logger: Arc::new(Logger::new(dispatcher.clone())),
                 dispatcher,
@@ -550,6 +554,13 @@ impl Participant {
     /// (the 200 most recent sends are); `NotRunning` once closed.
     pub fn wait(&self, msg_id: &str, timeout: Duration, final_only: bool) -> Result<SendState> {
         self.inner.wait(msg_id, timeout, final_only)
+    }
+
+    /// How many times `peer-controllers.json` was read and parsed (a test
+    /// hook: the file is parsed again only when it changed).
+    #[doc(hidden)]
+    pub fn controller_file_parses(&self) -> usize {
+        self.inner.controllers.parses()
     }
 
     /// The held messages, oldest first.
@@ -1120,7 +1131,7 @@ impl Inner {
     }
 
     fn update_inbound(self: &Arc<Self>, session_id: &str, settings: InboundSettings) -> Result<()> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (handle, from) = {
             let mut st = lock(&self.state);
@@ -1143,7 +1154,7 @@ impl Inner {
     // -- the host's side of held and queued messages -------------------------
 
     fn held(self: &Arc<Self>) -> Vec<HeldInfo> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (list, handle, from) = {
             let mut st = lock(&self.state);
@@ -1176,7 +1187,7 @@ impl Inner {
     }
 
     fn decide(self: &Arc<Self>, msg_id: &str, approve: bool) -> Result<()> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (outcome, handle, from) = {
             let mut st = lock(&self.state);
@@ -1255,7 +1266,7 @@ impl Inner {
                 Err((out, handle, from)) => self.run_actions(out, handle.as_ref(), from),
                 Ok((mut entry, sid)) => {
                     if let OriginKind::Controller { id, .. } = &entry.origin {
-                        if !controllers::valid_ids(&self.settings.controllers_path).contains(id) {
+                        if !self.controllers.valid_ids().contains(id) {
                             entry.origin = OriginKind::Peer;
                         }
                     }
@@ -1800,11 +1811,14 @@ impl Handler for InboxHandler {
         if let Some(slot) = child {
             return Some(Credential::Child { slot });
         }
-        controllers::resolve(&inner.settings.controllers_path, token).map(Credential::Controller)
+        inner.controllers.resolve(token).map(Credential::Controller)
     }
 
     fn revalidate(&self, token: &str) -> Option<Credential> {
-        controllers::resolve(&self.0.settings.controllers_path, token).map(Credential::Controller)
+        self.0
+            .controllers
+            .resolve(token)
+            .map(Credential::Controller)
     }
 
     fn on_frame(&self, frame: Frame, cred: &Credential) {
