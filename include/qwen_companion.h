@@ -149,12 +149,15 @@ typedef void (*qc_json_fn)(void *user_data, const char *json);
 #define QC_INVALID_HANDLE 5
 
 /**
- * The operation needs a running object (not started, or already stopped).
+ * The operation needs a running object: a started companion (not started
+ * yet, or stopped), or a participant with a registered session and a bound
+ * inbox that is not closed.
  */
 #define QC_NOT_RUNNING 6
 
 /**
- * `start` was called on an object that is already running.
+ * The object is already running: `start` on a running companion, or a
+ * second `register` on a participant without `multiSession`.
  */
 #define QC_ALREADY_RUNNING 7
 
@@ -182,6 +185,10 @@ typedef void (*qc_json_fn)(void *user_data, const char *json);
  * The call is not allowed here (for example a reply used outside its callback).
  */
 #define QC_REFUSED 12
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {

@@ -25,9 +25,12 @@ pub const QC_INVALID_JSON: qc_status = 3;
 pub const QC_INVALID_ARGUMENT: qc_status = 4;
 /// The handle was never issued or has been freed.
 pub const QC_INVALID_HANDLE: qc_status = 5;
-/// The operation needs a running object (not started, or already stopped).
+/// The operation needs a running object: a started companion (not started
+/// yet, or stopped), or a participant with a registered session and a bound
+/// inbox that is not closed.
 pub const QC_NOT_RUNNING: qc_status = 6;
-/// `start` was called on an object that is already running.
+/// The object is already running: `start` on a running companion, or a
+/// second `register` on a participant without `multiSession`.
 pub const QC_ALREADY_RUNNING: qc_status = 7;
 /// The named item does not exist (for example no open diff for that path).
 pub const QC_NOT_FOUND: qc_status = 8;

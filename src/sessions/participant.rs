@@ -294,11 +294,11 @@ struct ExitEntry {
 }
 
 static EXIT_ITEMS: Lazy<Mutex<Vec<ExitEntry>>> = Lazy::new(|| Mutex::new(Vec::new()));
-static EXIT_HOOK: std::sync::Once = std::sync::Once::new();
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 const SOCKET_KEY: u64 = u64::MAX;
 
-extern "C" fn run_exit_cleanup() {
+/// Registered with [`crate::ffi::at_exit`] (which owns the `atexit` trampoline).
+fn run_exit_cleanup() {
     let _ = std::panic::catch_unwind(|| {
         let mut items = match EXIT_ITEMS.try_lock() {
             Ok(g) => g,
@@ -323,13 +323,7 @@ extern "C" fn run_exit_cleanup() {
 }
 
 fn exit_add(owner: u64, key: u64, item: ExitItem) {
-    EXIT_HOOK.call_once(|| {
-        // SAFETY: registers a plain function that never unwinds (it catches
-        // panics) and only touches files and a try-locked mutex.
-        unsafe {
-            libc::atexit(run_exit_cleanup);
-        }
-    });
+    crate::ffi::at_exit(run_exit_cleanup);
     let mut items = lock(&EXIT_ITEMS);
     items.retain(|e| !(e.owner == owner && e.key == key));
     items.push(ExitEntry {
