@@ -6,6 +6,7 @@ pub mod error;
 pub mod ffi;
 pub mod host;
 pub mod ide;
+pub mod panics;
 pub mod plugins;
 pub mod runtime;
 pub mod sessions;

@@ -189,15 +189,22 @@ pub(crate) fn boundary(error: *mut *mut c_char, f: impl FnOnce() -> Result<()>) 
         // SAFETY: the caller passes a writable `char **` or NULL.
         unsafe { *error = std::ptr::null_mut() };
     }
-    let err = match catch_unwind(AssertUnwindSafe(f)) {
+    let guard = crate::panics::Boundary::enter();
+    let caught = catch_unwind(AssertUnwindSafe(f));
+    drop(guard);
+    let err = match caught {
         Ok(Ok(())) => return QC_OK,
         Ok(Err(e)) => e,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            // The hook recorded the message with its location (and printed
+            // nothing); fall back to the payload if it could not.
+            let what = crate::panics::take_last().unwrap_or_else(|| {
+                panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into())
+            });
             Error::new(Status::Panic, format!("internal panic: {what}"))
         }
     };
@@ -428,6 +435,7 @@ pub unsafe extern "C" fn qc_string_free(s: *mut c_char) {
     if s.is_null() {
         return;
     }
+    let _quiet = crate::panics::Boundary::enter();
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `s` came from `CString::into_raw` in this library.
         drop(unsafe { CString::from_raw(s) })
