@@ -14,7 +14,11 @@
  * - Callbacks of one object run on that object's own library thread, one at a
  *   time, never while a library lock is held. Any qc_ function may be called
  *   from inside a callback, including stop/free of the same object.
- * - No function panics across the boundary (QC_PANIC is returned instead).
+ * - No function panics across the boundary (QC_PANIC is returned instead),
+ *   and no panic is printed: the first library object installs a chained
+ *   panic hook that sends panics of library threads (qc-*) and of threads
+ *   inside a qc_ call to the log callbacks, and passes every other panic to
+ *   the hook set before it.
  */
 
 #ifndef QWEN_COMPANION_H
