@@ -13,6 +13,8 @@ use qwen_companion::ffi::*;
 use serde_json::json;
 
 type AnyHandle = *mut c_void;
+/// An entry point under test: its name and a call with a given handle.
+type Call = (&'static str, Box<dyn Fn(AnyHandle) -> qc_status>);
 
 fn cs(s: &str) -> CString {
     CString::new(s).unwrap()
@@ -20,7 +22,7 @@ fn cs(s: &str) -> CString {
 
 /// Every `qc_companion_*` entry point that takes a handle, called with valid
 /// other arguments, so that only the handle can make it fail.
-fn companion_calls() -> Vec<(&'static str, Box<dyn Fn(AnyHandle) -> qc_status>)> {
+fn companion_calls() -> Vec<Call> {
     let path = cs("/tmp/qc-handles/a.txt");
     let path2 = cs("/tmp/qc-handles/b.txt");
     let roots = cs("[\"/tmp\"]");
@@ -136,7 +138,7 @@ fn companion_calls() -> Vec<(&'static str, Box<dyn Fn(AnyHandle) -> qc_status>)>
 }
 
 /// Every `qc_participant_*` entry point that takes a handle.
-fn participant_calls() -> Vec<(&'static str, Box<dyn Fn(AnyHandle) -> qc_status>)> {
+fn participant_calls() -> Vec<Call> {
     let sid = cs("s-1");
     let sid2 = cs("s-2");
     let send = cs("{\"to\":\"nobody\",\"content\":\"x\"}");
@@ -283,11 +285,7 @@ fn new_participant(home: &std::path::Path) -> *mut qc_participant {
     p
 }
 
-fn refused_by_all(
-    what: &str,
-    h: AnyHandle,
-    calls: &[(&'static str, Box<dyn Fn(AnyHandle) -> qc_status>)],
-) {
+fn refused_by_all(what: &str, h: AnyHandle, calls: &[Call]) {
     for (name, f) in calls {
         assert_eq!(
             f(h),

@@ -113,7 +113,7 @@ fn model_msg_id(s: &str) -> bool {
     first_ok
         && s.len() <= 64
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && s.replace('-', "").to_ascii_lowercase() != "all"
+        && !s.replace('-', "").eq_ignore_ascii_case("all")
 }
 
 const STATES: [(&str, DeliveryState); 7] = [
