@@ -14,7 +14,11 @@
  * - Callbacks of one object run on that object's own library thread, one at a
  *   time, never while a library lock is held. Any qc_ function may be called
  *   from inside a callback, including stop/free of the same object.
- * - No function panics across the boundary (QC_PANIC is returned instead).
+ * - No function panics across the boundary (QC_PANIC is returned instead),
+ *   and no panic is printed: the first library object installs a chained
+ *   panic hook that sends panics of library threads (qc-*) and of threads
+ *   inside a qc_ call to the log callbacks, and passes every other panic to
+ *   the hook set before it.
  */
 
 #ifndef QWEN_COMPANION_H
@@ -149,12 +153,15 @@ typedef void (*qc_json_fn)(void *user_data, const char *json);
 #define QC_INVALID_HANDLE 5
 
 /**
- * The operation needs a running object (not started, or already stopped).
+ * The operation needs a running object: a started companion (not started
+ * yet, or stopped), or a participant with a registered session and a bound
+ * inbox that is not closed.
  */
 #define QC_NOT_RUNNING 6
 
 /**
- * `start` was called on an object that is already running.
+ * The object is already running: `start` on a running companion, or a
+ * second `register` on a participant without `multiSession`.
  */
 #define QC_ALREADY_RUNNING 7
 
@@ -182,6 +189,10 @@ typedef void (*qc_json_fn)(void *user_data, const char *json);
  * The call is not allowed here (for example a reply used outside its callback).
  */
 #define QC_REFUSED 12
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {

@@ -53,15 +53,33 @@ impl Dispatcher {
 
     /// Queues a log job unless too many are already waiting.
     pub fn post_log(&self, job: impl FnOnce() + Send + 'static) -> bool {
+        self.post_log_with(job, false)
+    }
+
+    /// As [`post_log`](Self::post_log), but gives up instead of waiting for
+    /// the queue's lock (for the panic hook, which must never block).
+    pub fn try_post_log(&self, job: impl FnOnce() + Send + 'static) -> bool {
+        self.post_log_with(job, true)
+    }
+
+    fn post_log_with(&self, job: impl FnOnce() + Send + 'static, no_wait: bool) -> bool {
         if self.pending_logs.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_LOGS {
             self.pending_logs.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
         let pending = self.pending_logs.clone();
-        let posted = self.post(move || {
+        let job: Job = Box::new(move || {
             pending.fetch_sub(1, Ordering::AcqRel);
             job();
         });
+        let posted = if no_wait {
+            match self.tx.try_lock() {
+                Ok(tx) => tx.as_ref().is_some_and(|tx| tx.send(job).is_ok()),
+                Err(_) => false,
+            }
+        } else {
+            self.post(job)
+        };
         if !posted {
             self.pending_logs.fetch_sub(1, Ordering::AcqRel);
         }

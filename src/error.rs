@@ -21,9 +21,12 @@ pub enum Status {
     InvalidArgument = 4,
     /// The handle is NULL where not allowed, already freed, or was never issued.
     InvalidHandle = 5,
-    /// The operation needs a running companion (not started, or already stopped).
+    /// The operation needs a running object: a started companion (not started
+    /// yet, or stopped), or a participant with a registered session and a
+    /// bound inbox that is not closed.
     NotRunning = 6,
-    /// `start` was called on a companion that is already running.
+    /// The object is already running: `start` on a running companion, or a
+    /// second `register` on a participant without `multiSession`.
     AlreadyRunning = 7,
     /// The named item (for example an open diff for a path) does not exist.
     NotFound = 8,

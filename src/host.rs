@@ -42,23 +42,49 @@ impl<T: ?Sized> Slot<T> {
 }
 
 /// Sends log lines to the host's log callback on the callback thread.
-/// Nothing is ever printed by the library itself.
+/// Nothing is ever printed by the library itself; a panic caught inside the
+/// library is logged here too (see [`crate::panics`]).
 pub struct Logger {
+    inner: Arc<LoggerInner>,
+}
+
+struct LoggerInner {
     sink: RwLock<Option<(LogFn, LogLevel)>>,
     dispatcher: Arc<Dispatcher>,
 }
 
+impl crate::panics::PanicSink for LoggerInner {
+    fn panicked(&self, message: &str) {
+        // Never blocks: the panic may have happened under one of these locks.
+        let sink = match self.sink.try_read() {
+            Ok(guard) => match &*guard {
+                Some((f, max)) if LogLevel::Error <= *max => f.clone(),
+                _ => return,
+            },
+            Err(_) => return,
+        };
+        let message = message.to_string();
+        self.dispatcher.try_post_log(move || {
+            crate::panics::run_log_callback(|| sink(LogLevel::Error, &message))
+        });
+    }
+}
+
 impl Logger {
     pub fn new(dispatcher: Arc<Dispatcher>) -> Logger {
-        Logger {
+        let inner = Arc::new(LoggerInner {
             sink: RwLock::new(None),
             dispatcher,
-        }
+        });
+        let weak: std::sync::Weak<dyn crate::panics::PanicSink> =
+            Arc::downgrade(&inner) as std::sync::Weak<dyn crate::panics::PanicSink>;
+        crate::panics::register(weak);
+        Logger { inner }
     }
 
     pub fn set(&self, sink: Option<(LogFn, LogLevel)>) {
         let old = {
-            let mut guard = self.sink.write().unwrap_or_else(|p| p.into_inner());
+            let mut guard = self.inner.sink.write().unwrap_or_else(|p| p.into_inner());
             std::mem::replace(&mut *guard, sink)
         };
         drop(old);
@@ -66,14 +92,16 @@ impl Logger {
 
     pub fn log(&self, level: LogLevel, message: impl FnOnce() -> String) {
         let sink = {
-            let guard = self.sink.read().unwrap_or_else(|p| p.into_inner());
+            let guard = self.inner.sink.read().unwrap_or_else(|p| p.into_inner());
             match &*guard {
                 Some((f, max)) if level <= *max => f.clone(),
                 _ => return,
             }
         };
         let message = message();
-        self.dispatcher.post_log(move || sink(level, &message));
+        self.inner
+            .dispatcher
+            .post_log(move || crate::panics::run_log_callback(|| sink(level, &message)));
     }
 
     pub fn error(&self, m: impl FnOnce() -> String) {

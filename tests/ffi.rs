@@ -202,10 +202,12 @@ unsafe extern "C" fn reentrant_open(
     reply: *mut qc_reply,
 ) -> i32 {
     let r = unsafe { &*(ud as *const Reentry) };
+    // No assertion or unwrap in here: a panic in an `extern "C"` callback
+    // aborts the test process instead of failing the test. The callback only
+    // records; the test thread asserts.
     let path_s = unsafe { CStr::from_ptr(path) }
-        .to_str()
-        .unwrap()
-        .to_string();
+        .to_string_lossy()
+        .into_owned();
     let bytes = unsafe { std::slice::from_raw_parts(content as *const u8, len) };
     let mut out = null_mut();
     // Calling back into the library from inside the callback must work.
@@ -218,6 +220,11 @@ unsafe extern "C" fn reentrant_open(
         unsafe { qc_reply_set_text(reply, msg.as_ptr() as *const c_char, msg.len(), null_mut()) };
         let _ = r.tx.send(format!("refused {path_s}"));
         return 7;
+    }
+    if path_s.ends_with("keep.txt") {
+        // Left open: the CLI's closeDiff then reaches the close callback.
+        let _ = r.tx.send(format!("kept {path_s} ctx={rc}"));
+        return 0;
     }
     // Accept immediately, from inside the callback, with edited text.
     let edited = format!("{}+edited", String::from_utf8_lossy(bytes));
@@ -234,13 +241,16 @@ unsafe extern "C" fn reentrant_open(
     0
 }
 
-unsafe extern "C" fn close_cb(_ud: *mut c_void, _path: *const c_char, reply: *mut qc_reply) -> i32 {
+/// What the close callback saw: (path, status of the invalid-UTF-8 reply,
+/// status of the valid reply). Asserted on the test thread.
+static CLOSE_SEEN: std::sync::Mutex<Vec<(String, u32, u32)>> = std::sync::Mutex::new(Vec::new());
+
+unsafe extern "C" fn close_cb(_ud: *mut c_void, path: *const c_char, reply: *mut qc_reply) -> i32 {
     let bad = [0xffu8, 0xfe];
     // Invalid UTF-8 is refused, then valid text is taken.
-    let rc = unsafe { qc_reply_set_text(reply, bad.as_ptr() as *const c_char, 2, null_mut()) };
-    assert_eq!(rc, QC_INVALID_UTF8);
+    let rc_bad = unsafe { qc_reply_set_text(reply, bad.as_ptr() as *const c_char, 2, null_mut()) };
     let text = "FINAL";
-    unsafe {
+    let rc_good = unsafe {
         qc_reply_set_text(
             reply,
             text.as_ptr() as *const c_char,
@@ -248,6 +258,12 @@ unsafe extern "C" fn close_cb(_ud: *mut c_void, _path: *const c_char, reply: *mu
             null_mut(),
         )
     };
+    let path = unsafe { CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
+    if let Ok(mut seen) = CLOSE_SEEN.lock() {
+        seen.push((path, rc_bad, rc_good));
+    }
     0
 }
 
@@ -325,15 +341,43 @@ fn callbacks_reenter_and_reply() {
     let r = client.tool("openDiff", json!({"filePath": q, "newContent": "x"}));
     assert_eq!(r["isError"], true);
     assert_eq!(r["content"][0]["text"], "the user is busy");
-    // closeDiff text from the host.
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        format!("refused {q}")
+    );
+    // A diff accepted from inside the callback is no longer open: closeDiff
+    // answers null content and does not reach the close callback.
     let z = h.ws.path().join("z.txt").to_string_lossy().into_owned();
     let _ = client.tool("openDiff", json!({"filePath": z, "newContent": "x"}));
-    // It was accepted from inside the callback, so no diff is open any more.
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        format!("opened {z} ctx=0 accept=0")
+    );
     let r = client.tool("closeDiff", json!({"filePath": z}));
     let text = r["content"][0]["text"].as_str().unwrap();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(text).unwrap(),
         json!({"content": null})
+    );
+    assert!(CLOSE_SEEN.lock().unwrap().is_empty());
+    // closeDiff text from the host: a diff left open, closed by the CLI. The
+    // close callback runs and its text is what the CLI gets.
+    let k = h.ws.path().join("keep.txt").to_string_lossy().into_owned();
+    let r = client.tool("openDiff", json!({"filePath": k, "newContent": "x"}));
+    assert_eq!(r["content"], json!([]));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        format!("kept {k} ctx=0")
+    );
+    let r = client.tool("closeDiff", json!({"filePath": k}));
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(text).unwrap(),
+        json!({"content": "FINAL"})
+    );
+    assert_eq!(
+        *CLOSE_SEEN.lock().unwrap(),
+        vec![(k.clone(), QC_INVALID_UTF8, QC_OK)]
     );
     // Logs reached the host.
     let logs: Vec<String> = lrx.try_iter().collect();

@@ -66,9 +66,15 @@ fn json_out(f: impl FnOnce(*mut *mut c_char, *mut *mut c_char) -> qc_status) -> 
     serde_json::from_str(&take(out)).unwrap()
 }
 
+/// Records what the library passed; never asserts (a panic in an `extern
+/// "C"` callback aborts the process instead of failing the test). A
+/// document that is not UTF-8 JSON is passed on as a string saying so, which
+/// fails the test thread's assertions on it.
 unsafe extern "C" fn on_json(ud: *mut c_void, json: *const c_char) {
     let tx = unsafe { &*(ud as *const mpsc::Sender<Value>) };
-    let v = serde_json::from_str(unsafe { CStr::from_ptr(json) }.to_str().unwrap()).unwrap();
+    let text = unsafe { CStr::from_ptr(json) }.to_string_lossy();
+    let v = serde_json::from_str(&text)
+        .unwrap_or_else(|e| Value::String(format!("callback got invalid JSON ({e}): {text}")));
     let _ = tx.send(v);
 }
 

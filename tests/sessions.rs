@@ -603,6 +603,65 @@ fn controller_tokens_are_read_per_auth_line() {
     .unwrap();
     raw_send(&info.ipc_path, &payload.replace("k1", "k3"), T);
     assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+    // Deleted: no controllers.
+    std::fs::write(
+        &grants,
+        json!({"schemaVersion": 1, "controllers": [{"id": "c_0a0b0c0d", "label": "back", "tokenHash": hash, "createdAt": 1}]}).to_string(),
+    )
+    .unwrap();
+    raw_send(&info.ipc_path, &payload.replace("k1", "k4"), T);
+    assert_eq!(
+        rx.recv_timeout(T)
+            .unwrap()
+            .message
+            .controller_label
+            .as_deref(),
+        Some("back")
+    );
+    std::fs::remove_file(&grants).unwrap();
+    raw_send(&info.ipc_path, &payload.replace("k1", "k5"), T);
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn controller_file_is_parsed_only_when_it_changes() {
+    let home = TempDir::new("ctlflood");
+    let p = participant(home.path(), json!({"reviewClass": null}));
+    let info = p.register(reg("a")).unwrap();
+    let token = format!("qpc_{}", "8".repeat(64));
+    let hash: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(
+        home.path().join("peer-controllers.json"),
+        json!({"schemaVersion": 1, "controllers": [{"id": "c_0a0b0c0d", "label": "ci", "tokenHash": hash, "createdAt": 1}]}).to_string(),
+    )
+    .unwrap();
+    let before = p.controller_file_parses();
+    // 1000 connections, each with a controller auth line (and no frame).
+    for _ in 0..1000 {
+        let (closed, _) = raw_send(&info.ipc_path, &auth(&token), T);
+        assert!(closed);
+    }
+    assert_eq!(
+        p.controller_file_parses() - before,
+        1,
+        "1000 auth lines against an unchanged file parse it once"
+    );
+    // Replaced atomically (as `qwen sessions controllers remove` does): read again.
+    let tmp = home.path().join("peer-controllers.json.tmp");
+    std::fs::write(
+        &tmp,
+        json!({"schemaVersion": 1, "controllers": []}).to_string(),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, home.path().join("peer-controllers.json")).unwrap();
+    raw_send(&info.ipc_path, &auth(&token), T);
+    assert_eq!(p.controller_file_parses() - before, 2);
 }
 
 #[test]

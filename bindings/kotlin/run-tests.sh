@@ -5,19 +5,22 @@
 #
 #   bindings/kotlin/run-tests.sh            # everything
 #   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | json | intellij
+#   bindings/kotlin/run-tests.sh docs       # only compile the Kotlin examples of the Markdown
+#                                           # files (tests/docs/examples.py; also part of "everything")
 #
 # Outputs go to target/kotlin/:
 #   qwen-companion-kotlin.jar   the binding (needs jna.jar + kotlin-stdlib at run time)
 #   tests.jar                   the IntelliJ core + the test program
 #   ij-glue/                    the IntelliJ glue type-checked against API stubs (not a plugin)
 # Environment: KOTLINC (default kotlinc), JAVA (default java),
-#   QC_KOTLIN_REBUILD=1 to recompile even when the jars are newer than the sources.
+#   QC_KOTLIN_REBUILD=1 to recompile even when the jars are newer than the sources,
+#   QC_KOTLIN_LIB (the library to test; default target/release/libqwen_companion.so).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 OUT="$ROOT/target/kotlin"
-LIB="$ROOT/target/release/libqwen_companion.so"
+LIB="${QC_KOTLIN_LIB:-$ROOT/target/release/libqwen_companion.so}"
 JNA=/usr/share/java/jna.jar
 STDLIB=/usr/share/java/kotlin-stdlib.jar
 KOTLINC="${KOTLINC:-kotlinc}"
@@ -89,12 +92,36 @@ if [ "${QC_KOTLIN_GLUE_CHECK:-1}" = 1 ] && { [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] |
     touch "$GLUE_STAMP"
 fi
 
-# 5. Run. The library is found through jna.library.path (the binding's
+# 5. The Kotlin examples of the Markdown files (README.md, bindings/*/README.md,
+#    examples/*/README.md) compile against the binding: extracted with their
+#    hidden preludes by tests/docs/examples.py, compiled in one kotlinc run.
+if [ "${1:-}" = "" ] || [ "${1:-}" = docs ]; then
+    DOCS_OUT="$OUT/doc-examples"
+    rm -rf "$DOCS_OUT"
+    mkdir -p "$DOCS_OUT/src"
+    mapfile -t DOC_EXAMPLES < <(python3 tests/docs/examples.py write kotlin "$DOCS_OUT/src")
+    if [ "${#DOC_EXAMPLES[@]}" = 0 ]; then
+        echo "kotlin: 0 passed, 1 failed (no Kotlin examples found in the Markdown files)"
+        exit 1
+    fi
+    log "compiling ${#DOC_EXAMPLES[@]} Kotlin doc examples"
+    if ! "$KOTLINC" "${KFLAGS[@]}" -cp "$JNA:$BINDING_JAR" -d "$DOCS_OUT/classes" "${DOC_EXAMPLES[@]}" \
+        2> >(grep -v -e 'Xverify:none' -e '^$' >&2); then
+        echo "kotlin: 0 passed, 1 failed (a Kotlin example of the Markdown files does not compile)"
+        exit 1
+    fi
+    if [ "${1:-}" = docs ]; then
+        echo "kotlin: ${#DOC_EXAMPLES[@]} passed, 0 failed"
+        exit 0
+    fi
+fi
+
+# 6. Run. The library is found through jna.library.path (the binding's
 #    default lookup); qc.test.lib is only used by the explicit-path test.
 log "running (library $LIB)"
 set +e
 timeout 300 "$JAVA" \
-    -Djna.library.path="$ROOT/target/release" \
+    -Djna.library.path="$(dirname "$LIB")" \
     -Dqc.test.lib="$LIB" \
     -cp "$TESTS_JAR:$BINDING_JAR:$JNA:$STDLIB" \
     qwen.companion.tests.MainKt "$@"

@@ -1,4 +1,6 @@
-//! The C ABI. This module is the only place with `extern "C"` functions.
+//! The C ABI. This module is the only place with `extern "C"` functions:
+//! the exported `qc_*` entry points, and the one `atexit` trampoline
+//! ([`at_exit`]) through which the rest of the library registers exit hooks.
 //!
 //! Conventions (also in the generated header and README):
 //! * Every fallible function returns a `qc_status` from a fixed table and takes
@@ -14,10 +16,12 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
+mod atexit;
 mod companion;
 mod sessions;
 mod util;
 
+pub(crate) use atexit::at_exit;
 pub use companion::*;
 pub use sessions::*;
 pub use util::*;

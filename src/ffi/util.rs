@@ -25,9 +25,12 @@ pub const QC_INVALID_JSON: qc_status = 3;
 pub const QC_INVALID_ARGUMENT: qc_status = 4;
 /// The handle was never issued or has been freed.
 pub const QC_INVALID_HANDLE: qc_status = 5;
-/// The operation needs a running object (not started, or already stopped).
+/// The operation needs a running object: a started companion (not started
+/// yet, or stopped), or a participant with a registered session and a bound
+/// inbox that is not closed.
 pub const QC_NOT_RUNNING: qc_status = 6;
-/// `start` was called on an object that is already running.
+/// The object is already running: `start` on a running companion, or a
+/// second `register` on a participant without `multiSession`.
 pub const QC_ALREADY_RUNNING: qc_status = 7;
 /// The named item does not exist (for example no open diff for that path).
 pub const QC_NOT_FOUND: qc_status = 8;
@@ -186,15 +189,22 @@ pub(crate) fn boundary(error: *mut *mut c_char, f: impl FnOnce() -> Result<()>) 
         // SAFETY: the caller passes a writable `char **` or NULL.
         unsafe { *error = std::ptr::null_mut() };
     }
-    let err = match catch_unwind(AssertUnwindSafe(f)) {
+    let guard = crate::panics::Boundary::enter();
+    let caught = catch_unwind(AssertUnwindSafe(f));
+    drop(guard);
+    let err = match caught {
         Ok(Ok(())) => return QC_OK,
         Ok(Err(e)) => e,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            // The hook recorded the message with its location (and printed
+            // nothing); fall back to the payload if it could not.
+            let what = crate::panics::take_last().unwrap_or_else(|| {
+                panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into())
+            });
             Error::new(Status::Panic, format!("internal panic: {what}"))
         }
     };
@@ -425,6 +435,7 @@ pub unsafe extern "C" fn qc_string_free(s: *mut c_char) {
     if s.is_null() {
         return;
     }
+    let _quiet = crate::panics::Boundary::enter();
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `s` came from `CString::into_raw` in this library.
         drop(unsafe { CString::from_raw(s) })

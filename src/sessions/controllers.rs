@@ -1,7 +1,11 @@
 //! Controller grants: `$QWEN_HOME/peer-controllers.json`, written by
-//! `qwen sessions controllers add --label L`. Read from disk on every auth
-//! line (and on every re-validation), so adding or revoking a grant takes
-//! effect with nothing to restart.
+//! `qwen sessions controllers add --label L`. Qwen consults the file on every
+//! auth line (and on every re-validation), so adding or revoking a grant takes
+//! effect for the next connection with nothing to restart. [`Grants`] keeps
+//! that behaviour without re-reading the file each time: every lookup checks
+//! the file's metadata (device, inode, size, mtime, ctime) and parses the file
+//! again only when one of them changed. The inbox makes these lookups on the
+//! blocking pool, never on a runtime worker.
 //!
 //! Format (`schemaVersion` must be exactly 1, else no grant is valid):
 //! `{"schemaVersion":1,"controllers":[{"id":"c_<8 hex>","label":L,
@@ -11,7 +15,10 @@
 //! characters or without the prefix are never looked up.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -60,6 +67,105 @@ fn decode_hash(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// What identifies one version of the file: a rewrite (Qwen writes it
+/// atomically, so a new inode) or an in-place edit (size, mtime, ctime)
+/// changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileKey {
+    fn of(meta: &std::fs::Metadata) -> FileKey {
+        FileKey {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The controller grants of one file, parsed only when the file changed.
+pub struct Grants {
+    path: PathBuf,
+    cached: Mutex<Option<(FileKey, Arc<Vec<Grant>>)>>,
+    parses: AtomicUsize,
+}
+
+impl Grants {
+    pub fn new(path: PathBuf) -> Grants {
+        Grants {
+            path,
+            cached: Mutex::new(None),
+            parses: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many times the file was read and parsed (a test hook).
+    pub fn parses(&self) -> usize {
+        self.parses.load(Ordering::Relaxed)
+    }
+
+    /// The current grants: a missing file, a symlink, a non-file or an
+    /// oversized file means none.
+    fn current(&self) -> Arc<Vec<Grant>> {
+        let meta = match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.is_file() && m.len() <= MAX_REGISTRY_BYTES => m,
+            _ => {
+                *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                return Arc::new(Vec::new());
+            }
+        };
+        let key = FileKey::of(&meta);
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, grants)) = &*cached {
+            if *k == key {
+                return grants.clone();
+            }
+        }
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        let grants = Arc::new(read_grants(&self.path));
+        // Cache under the key seen before the read only if the file did not
+        // change while it was read; otherwise the next lookup reads it again.
+        let after = std::fs::symlink_metadata(&self.path).map(|m| FileKey::of(&m));
+        *cached = match after {
+            Ok(k) if k == key => Some((key, grants.clone())),
+            _ => None,
+        };
+        grants
+    }
+
+    /// The grant a presented token belongs to. Every grant is compared in
+    /// constant time; the last match wins.
+    pub fn resolve(&self, presented: &str) -> Option<Controller> {
+        if !is_presentable(presented) {
+            return None;
+        }
+        let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let mut matched = None;
+        for g in self.current().iter() {
+            if bool::from(g.token_hash.ct_eq(&hash)) {
+                matched = Some(Controller {
+                    id: g.id.clone(),
+                    label: g.label.clone(),
+                });
+            }
+        }
+        matched
+    }
+
+    /// The ids of every grant currently valid.
+    pub fn valid_ids(&self) -> HashSet<String> {
+        self.current().iter().map(|g| g.id.clone()).collect()
+    }
+}
+
 fn read_grants(path: &Path) -> Vec<Grant> {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Vec::new();
@@ -70,6 +176,9 @@ fn read_grants(path: &Path) -> Vec<Grant> {
     let Ok(raw) = std::fs::read(path) else {
         return Vec::new();
     };
+    if raw.len() as u64 > MAX_REGISTRY_BYTES {
+        return Vec::new();
+    }
     let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&raw) else {
         return Vec::new();
     };
@@ -106,35 +215,89 @@ pub fn is_presentable(token: &str) -> bool {
     token.starts_with(CONTROLLER_TOKEN_PREFIX) && utf16_len(token) <= MAX_PRESENTED_TOKEN_CHARS
 }
 
-/// The grant a presented token belongs to, read fresh from `path`.
-/// Every grant is compared in constant time; the last match wins.
-pub fn resolve(path: &Path, presented: &str) -> Option<Controller> {
-    if !is_presentable(presented) {
-        return None;
-    }
-    let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-    let mut matched = None;
-    for g in read_grants(path) {
-        if bool::from(g.token_hash.ct_eq(&hash)) {
-            matched = Some(Controller {
-                id: g.id,
-                label: g.label,
-            });
-        }
-    }
-    matched
-}
-
-/// The ids of every grant currently valid.
-pub fn valid_ids(path: &Path) -> HashSet<String> {
-    read_grants(path).into_iter().map(|g| g.id).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sessions::names::sha256_hex;
     use serde_json::json;
+
+    fn resolve(path: &Path, presented: &str) -> Option<Controller> {
+        Grants::new(path.to_path_buf()).resolve(presented)
+    }
+
+    fn valid_ids(path: &Path) -> HashSet<String> {
+        Grants::new(path.to_path_buf()).valid_ids()
+    }
+
+    fn registry(entries: &[(&str, &str, &str)]) -> Value {
+        let list: Vec<Value> = entries
+            .iter()
+            .map(|(id, label, token)| json!({"id": id, "label": label, "tokenHash": sha256_hex(token.as_bytes()), "createdAt": 1}))
+            .collect();
+        json!({"schemaVersion": 1, "controllers": list})
+    }
+
+    /// Replaces the file the way Qwen does: a temp file renamed over it.
+    fn replace(dir: &Path, v: &Value) -> std::path::PathBuf {
+        let p = dir.join("peer-controllers.json");
+        let tmp = dir.join("peer-controllers.json.tmp");
+        std::fs::write(&tmp, v.to_string()).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        p
+    }
+
+    #[test]
+    fn parsed_once_until_changed() {
+        let dir = crate::sessions::testutil::TempDir::new("ctlcache");
+        let a = format!("qpc_{}", "ab".repeat(32));
+        let b = format!("qpc_{}", "cd".repeat(32));
+        let p = replace(dir.path(), &registry(&[("c_0000000a", "A", &a)]));
+        let grants = Grants::new(p.clone());
+        for _ in 0..1000 {
+            assert_eq!(grants.resolve(&a).map(|c| c.id), Some("c_0000000a".into()));
+            assert_eq!(grants.resolve(&b), None);
+        }
+        assert_eq!(
+            grants.parses(),
+            1,
+            "2000 lookups of an unchanged file parse it once"
+        );
+        assert_eq!(
+            grants.valid_ids(),
+            HashSet::from(["c_0000000a".to_string()])
+        );
+        assert_eq!(grants.parses(), 1);
+
+        // `controllers add`: the new grant works for the next lookup.
+        replace(
+            dir.path(),
+            &registry(&[("c_0000000a", "A", &a), ("c_0000000b", "B", &b)]),
+        );
+        assert_eq!(grants.resolve(&b).map(|c| c.label), Some("B".into()));
+        assert_eq!(grants.parses(), 2);
+        // `controllers remove`: revoked at once.
+        replace(dir.path(), &registry(&[("c_0000000b", "B", &b)]));
+        assert_eq!(grants.resolve(&a), None);
+        assert!(grants.resolve(&b).is_some());
+        assert_eq!(grants.parses(), 3);
+        // An in-place edit (same inode, another size) is seen too.
+        std::fs::write(&p, registry(&[("c_0000000a", "AA", &a)]).to_string()).unwrap();
+        assert_eq!(grants.resolve(&a).map(|c| c.label), Some("AA".into()));
+        assert_eq!(grants.resolve(&b), None);
+        // A deleted file means no controllers.
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(grants.resolve(&a), None);
+        assert!(grants.valid_ids().is_empty());
+        // Written again: read again.
+        replace(dir.path(), &registry(&[("c_0000000a", "A", &a)]));
+        assert!(grants.resolve(&a).is_some());
+        // A symlink in its place is ignored, even to a good file.
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, registry(&[("c_0000000a", "A", &a)]).to_string()).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&good, &p).unwrap();
+        assert_eq!(grants.resolve(&a), None);
+    }
 
     fn write(dir: &Path, v: &Value) -> std::path::PathBuf {
         let p = dir.join("peer-controllers.json");

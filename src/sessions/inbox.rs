@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::controllers::Controller;
 use super::frames::{parse_auth_line, parse_frame, Frame, LineReader};
-use super::names::random_hex;
 use super::net::{is_local_ipc_path, probe, Verdict};
 use super::proc::is_pid_alive;
+use crate::shared::rand::random_hex;
 
 /// Longest socket path (bytes) we bind; `sun_path` holds 104/108 with the NUL.
 pub(crate) const MAX_SOCKET_PATH_BYTES: usize = 103;
@@ -105,13 +105,16 @@ fn socket_file_pid(name: &str) -> Option<u64> {
     digits.parse().ok().filter(|p| *p > 0)
 }
 
-/// `<dir>/<pid>-<8 hex>.sock` next to `path`, if it fits.
-fn sibling(path: &Path) -> Option<PathBuf> {
-    let dir = path.parent()?;
-    let stem = path.file_stem()?.to_str()?;
+/// `<dir>/<pid>-<8 hex>.sock` next to `path`, if it fits (`Ok(None)` when it
+/// would not); an error when the OS RNG fails.
+fn sibling(path: &Path) -> Result<Option<PathBuf>, String> {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem().and_then(|s| s.to_str())) else {
+        return Ok(None);
+    };
     let base = stem.split('-').next().unwrap_or(stem);
-    let p = dir.join(format!("{base}-{}.sock", random_hex(4)));
-    (p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES).then_some(p)
+    let nonce = random_hex(4).map_err(|e| e.message)?;
+    let p = dir.join(format!("{base}-{nonce}.sock"));
+    Ok((p.as_os_str().len() <= MAX_SOCKET_PATH_BYTES).then_some(p))
 }
 
 /// A bound socket.
@@ -176,8 +179,14 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
     let mut target = path.to_path_buf();
     if probe(s) != Verdict::Dead {
         match sibling(&target) {
-            Some(p) => target = p,
-            None => {
+            Ok(Some(p)) => target = p,
+            Err(e) => {
+                cleanup();
+                return Err(format!(
+                    "{s} is in use and no sibling name could be made: {e}"
+                ));
+            }
+            Ok(None) => {
                 cleanup();
                 return Err(format!("{s} is in use and a sibling name would not fit"));
             }
@@ -187,7 +196,17 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
     let listener = match StdUnixListener::bind(&target) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            let Some(p) = sibling(&target) else {
+            let p = match sibling(&target) {
+                Ok(p) => p,
+                Err(e) => {
+                    cleanup();
+                    return Err(format!(
+                        "{} is in use and no sibling name could be made: {e}",
+                        target.display()
+                    ));
+                }
+            };
+            let Some(p) = p else {
                 cleanup();
                 return Err(format!(
                     "{} is in use and a sibling name would not fit",
@@ -387,6 +406,21 @@ pub async fn serve(
     conns.shutdown().await;
 }
 
+/// Runs a credential check on the blocking pool: a controller lookup may
+/// stat and read `peer-controllers.json`, which must never block a runtime
+/// worker (a flood of auth lines would otherwise stall every connection).
+/// A check that cannot run (the runtime shutting down) admits nothing.
+async fn off_runtime(
+    handler: &Arc<dyn Handler>,
+    check: impl FnOnce(&dyn Handler) -> Option<Credential> + Send + 'static,
+) -> Option<Credential> {
+    let h = handler.clone();
+    tokio::task::spawn_blocking(move || check(&*h))
+        .await
+        .ok()
+        .flatten()
+}
+
 async fn connection(
     mut stream: UnixStream,
     handler: Arc<dyn Handler>,
@@ -407,7 +441,11 @@ async fn connection(
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep_until(line_deadline) => return,
             _ = tokio::time::sleep_until(recheck_at), if recheck.is_some() => {
-                match controller_token.as_deref().and_then(|t| handler.revalidate(t)) {
+                let checked = match controller_token.clone() {
+                    Some(t) => off_runtime(&handler, move |h| h.revalidate(&t)).await,
+                    None => None,
+                };
+                match checked {
                     Some(c) => {
                         cred = Some(c);
                         recheck = Some(Instant::now() + deadline);
@@ -429,7 +467,9 @@ async fn connection(
                         None => {
                             line_deadline = Instant::now() + deadline;
                             let Some(token) = parse_auth_line(&line) else { return };
-                            let Some(c) = handler.authenticate(&token) else { return };
+                            let t = token.clone();
+                            let authenticated = off_runtime(&handler, move |h| h.authenticate(&t)).await;
+                            let Some(c) = authenticated else { return };
                             if matches!(c, Credential::Controller(_)) {
                                 controller_token = Some(token);
                                 recheck = Some(Instant::now() + deadline);

@@ -60,8 +60,11 @@
 //! library's runtime, so a busy host thread never makes a sender time out.
 //! Auth tokens: our record token (origin `peer`), a per-session child token
 //! handed out by [`Participant::child_env`] (origin `own-process`), and
-//! controller tokens from `$QWEN_HOME/peer-controllers.json`, re-read on
-//! every auth line (origin `controller` with the grant's label). Anything
+//! controller tokens from `$QWEN_HOME/peer-controllers.json`, checked on
+//! every auth line as Qwen does (so a grant added or revoked counts for the
+//! next connection) but parsed again only when the file changed, and looked
+//! up on the blocking pool, never on a runtime worker (origin `controller`
+//! with the grant's label). Anything
 //! else is dropped silently. The origin a host sees is always the one the
 //! connection proved.
 //!

@@ -187,37 +187,6 @@ pub fn is_addressable_msg_id(id: &str) -> bool {
         && canonical_msg_id(id) != "all"
 }
 
-/// A random (version 4) UUID from the OS RNG, lowercase.
-pub fn uuid_v4() -> String {
-    let mut b = [0u8; 16];
-    random_fill(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// Fills `buf` from the OS RNG. The RNG failing is not something a caller
-/// can recover from, and a predictable token would be worse than a panic
-/// (which the FFI boundary turns into `QC_PANIC`).
-pub fn random_fill(buf: &mut [u8]) {
-    getrandom::fill(buf).expect("the OS random number generator failed");
-}
-
-/// `n` random bytes as lowercase hex.
-pub fn random_hex(n: usize) -> String {
-    let mut b = vec![0u8; n];
-    random_fill(&mut b);
-    hex(&b)
-}
-
 /// Neutralises content for display or for a model: every `<` becomes `&lt;`
 /// (as Qwen's `defangEnvelopeTags` does), so no tag can open in it.
 pub fn defang(text: &str) -> String {
@@ -474,12 +443,8 @@ mod tests {
     fn refs_and_uuids() {
         assert_eq!(peer_ref("abc"), &sha256_hex(b"abc")[..6]);
         assert_eq!(peer_ref("abc"), "ba7816");
-        let u = uuid_v4();
-        assert_eq!(u.len(), 36);
-        assert_eq!(&u[14..15], "4");
-        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+        let u = crate::shared::rand::uuid_v4().unwrap();
         assert!(is_addressable_msg_id(&u));
-        assert_ne!(uuid_v4(), u);
     }
 
     #[test]

@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use once_cell::sync::Lazy;
 use subtle::ConstantTimeEq;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::controllers::{self, Controller};
+use super::controllers::{Controller, Grants};
 use super::frames::{
     status_frame_json, user_frame_json, ControlFrame, Frame, UserFrame, MAX_FRAME_UNITS,
 };
@@ -24,7 +23,7 @@ use super::gate::{
 use super::inbox::{self, Credential, Handler, LINE_DEADLINE};
 use super::names::{
     defang, flatten_label, format_display, format_envelope, is_valid_kind, js_trim, peer_ref,
-    random_hex, resolve_session_name, utf16_len, uuid_v4, OriginKind,
+    resolve_session_name, utf16_len, OriginKind,
 };
 use super::net::{self, probe, send_lines, Verdict, SEND_TIMEOUT};
 use super::outbox::{Outbox, SendState};
@@ -38,6 +37,12 @@ use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::runtime::{self, RuntimeRef};
+use crate::shared::rand::{random_hex, uuid_v4};
+
+mod exit;
+mod send;
+
+use exit::{exit_add, exit_remove, ExitItem};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -278,70 +283,10 @@ impl SessionView for View<'_> {
 }
 
 // ---------------------------------------------------------------------------
-// Exit cleanup (the one process-wide hook; see the module docs).
+// Exit cleanup (the one process-wide hook; see the module docs): exit.rs.
 
-enum ExitItem {
-    Record { path: PathBuf, session_id: String },
-    Socket { path: PathBuf },
-}
-
-struct ExitEntry {
-    owner: u64,
-    key: u64,
-    pid: u64,
-    item: ExitItem,
-}
-
-static EXIT_ITEMS: Lazy<Mutex<Vec<ExitEntry>>> = Lazy::new(|| Mutex::new(Vec::new()));
-static EXIT_HOOK: std::sync::Once = std::sync::Once::new();
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 const SOCKET_KEY: u64 = u64::MAX;
-
-extern "C" fn run_exit_cleanup() {
-    let _ = std::panic::catch_unwind(|| {
-        let mut items = match EXIT_ITEMS.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        };
-        let pid = super::proc::own_pid();
-        for e in items.drain(..) {
-            if e.pid != pid {
-                continue;
-            }
-            match e.item {
-                ExitItem::Record { path, session_id } => {
-                    registry::remove_if_ours(&path, pid, &session_id);
-                }
-                ExitItem::Socket { path } => {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
-        }
-    });
-}
-
-fn exit_add(owner: u64, key: u64, item: ExitItem) {
-    EXIT_HOOK.call_once(|| {
-        // SAFETY: registers a plain function that never unwinds (it catches
-        // panics) and only touches files and a try-locked mutex.
-        unsafe {
-            libc::atexit(run_exit_cleanup);
-        }
-    });
-    let mut items = lock(&EXIT_ITEMS);
-    items.retain(|e| !(e.owner == owner && e.key == key));
-    items.push(ExitEntry {
-        owner,
-        key,
-        pid: super::proc::own_pid(),
-        item,
-    });
-}
-
-fn exit_remove(owner: u64, key: u64) {
-    lock(&EXIT_ITEMS).retain(|e| !(e.owner == owner && e.key == key));
-}
 
 // ---------------------------------------------------------------------------
 
@@ -360,6 +305,8 @@ struct Inner {
     ops: Mutex<()>,
     outstanding: AtomicUsize,
     outstanding_done: Notify,
+    /// `peer-controllers.json`, parsed again only when it changed.
+    controllers: Grants,
 }
 
 /// A cross-session participant: one inbox, one or more registered sessions.
@@ -375,10 +322,12 @@ impl Participant {
             Dispatcher::new("qc-cb")
                 .map_err(|e| Error::io("cannot start the callback thread", e))?,
         );
+        let controllers = Grants::new(settings.controllers_path.clone());
         Ok(Participant {
             inner: Arc::new(Inner {
                 settings,
-                ipc_token: random_hex(32),
+                ipc_token: random_hex(32)?,
+                controllers,
                 owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
                 logger: Arc::new(Logger::new(dispatcher.clone())),
                 dispatcher,
@@ -549,6 +498,13 @@ impl Participant {
     /// (the 200 most recent sends are); `NotRunning` once closed.
     pub fn wait(&self, msg_id: &str, timeout: Duration, final_only: bool) -> Result<SendState> {
         self.inner.wait(msg_id, timeout, final_only)
+    }
+
+    /// How many times `peer-controllers.json` was read and parsed (a test
+    /// hook: the file is parsed again only when it changed).
+    #[doc(hidden)]
+    pub fn controller_file_parses(&self) -> usize {
+        self.inner.controllers.parses()
     }
 
     /// The held messages, oldest first.
@@ -743,7 +699,7 @@ impl Inner {
                 return Err(Error::invalid_argument("sessionId is blank"))
             }
             Some(s) => s.to_string(),
-            None => uuid_v4(),
+            None => uuid_v4()?,
         };
         let cwd = match opts.cwd.clone() {
             Some(c) if c.is_empty() => return Err(Error::invalid_argument("cwd is empty")),
@@ -793,7 +749,7 @@ impl Inner {
                 kind: kind.clone(),
                 started_at: super::gate::wall_ms() as u64,
                 record_path: path.clone(),
-                child_token: random_hex(32),
+                child_token: random_hex(32)?,
                 inbound: InboundSettings {
                     policy: opts.inbound_policy.or(self.settings.inbound.policy),
                     review_class: opts.review_class.or(self.settings.inbound.review_class),
@@ -881,7 +837,7 @@ impl Inner {
                     super::proc::own_pid(),
                     xdg.as_deref(),
                     tmp.as_deref(),
-                    &random_hex(8),
+                    &random_hex(8)?,
                 )
             }
         };
@@ -1026,7 +982,7 @@ impl Inner {
                 return Err(Error::invalid_argument("the new session id is blank"))
             }
             Some(s) => s.to_string(),
-            None => uuid_v4(),
+            None => uuid_v4()?,
         };
         let identity = Self::identity()?;
         let (before, after, ipc_path) = {
@@ -1119,7 +1075,7 @@ impl Inner {
     }
 
     fn update_inbound(self: &Arc<Self>, session_id: &str, settings: InboundSettings) -> Result<()> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (handle, from) = {
             let mut st = lock(&self.state);
@@ -1142,7 +1098,7 @@ impl Inner {
     // -- the host's side of held and queued messages -------------------------
 
     fn held(self: &Arc<Self>) -> Vec<HeldInfo> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (list, handle, from) = {
             let mut st = lock(&self.state);
@@ -1175,7 +1131,7 @@ impl Inner {
     }
 
     fn decide(self: &Arc<Self>, msg_id: &str, approve: bool) -> Result<()> {
-        let valid = controllers::valid_ids(&self.settings.controllers_path);
+        let valid = self.controllers.valid_ids();
         let mut out = Vec::new();
         let (outcome, handle, from) = {
             let mut st = lock(&self.state);
@@ -1254,7 +1210,7 @@ impl Inner {
                 Err((out, handle, from)) => self.run_actions(out, handle.as_ref(), from),
                 Ok((mut entry, sid)) => {
                     if let OriginKind::Controller { id, .. } = &entry.origin {
-                        if !controllers::valid_ids(&self.settings.controllers_path).contains(id) {
+                        if !self.controllers.valid_ids().contains(id) {
                             entry.origin = OriginKind::Peer;
                         }
                     }
@@ -1311,8 +1267,25 @@ impl Inner {
         let inner = self.clone();
         let logger = self.logger.clone();
         handle.spawn(async move {
+            let msg_id = match uuid_v4() {
+                Ok(id) => id,
+                Err(e) => {
+                    logger.warn(|| {
+                        format!(
+                            "receipt {} for {} not sent: {}",
+                            r.status.as_str(),
+                            r.orig_msg_id,
+                            e.message
+                        )
+                    });
+                    if inner.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        inner.outstanding_done.notify_waiters();
+                    }
+                    return;
+                }
+            };
             let json = status_frame_json(
-                &uuid_v4(),
+                &msg_id,
                 r.status,
                 &r.orig_msg_id,
                 from.as_deref(),
@@ -1333,299 +1306,6 @@ impl Inner {
                 inner.outstanding_done.notify_waiters();
             }
         });
-    }
-
-    // -- sending --------------------------------------------------------------
-
-    /// Messageable peers from a fresh registry read, without `exclude` (or
-    /// all our sessions when `None`).
-    fn directory(&self, exclude: Option<&str>, collapse: bool) -> Result<Vec<PeerInfo>> {
-        let own: Vec<String> = {
-            let st = lock(&self.state);
-            match exclude {
-                Some(id) => vec![st.regs[st.find(id)?].session_id.clone()],
-                None => st.regs.iter().map(|r| r.session_id.clone()).collect(),
-            }
-        };
-        let live = registry::list_live(&self.settings.sessions_dir);
-        Ok(registry::messageable(&live, probe, collapse)
-            .into_iter()
-            .filter(|p| !own.contains(&p.session_id))
-            .collect())
-    }
-
-    fn resolve_in(
-        &self,
-        peers: &[PeerInfo],
-        address: &str,
-        from_session: Option<&str>,
-    ) -> Result<usize> {
-        match registry::resolve_target(peers, address) {
-            Resolution::One(i) => Ok(i),
-            Resolution::Ambiguous(ix) => {
-                let list: Vec<String> = ix
-                    .iter()
-                    .map(|&i| match registry::advertisable_address(peers, i) {
-                        Some(a) => format!("{a} in {}", peers[i].cwd),
-                        None => format!(
-                            "{} [{}] in {} (no address reaches this one while its twin is running)",
-                            peers[i].name, peers[i].ref_, peers[i].cwd
-                        ),
-                    })
-                    .collect();
-                Err(Error::invalid_argument(format!(
-                    "{:?} matches several sessions: {}",
-                    js_trim(address),
-                    list.join("; ")
-                )))
-            }
-            Resolution::None => {
-                let st = lock(&self.state);
-                let mine: Vec<PeerInfo> = st
-                    .regs
-                    .iter()
-                    .filter(|r| from_session.is_none_or(|f| f == r.session_id))
-                    .map(|r| PeerInfo {
-                        session_id: r.session_id.clone(),
-                        name: flatten_label(&r.name),
-                        ref_: peer_ref(&r.session_id),
-                        address: String::new(),
-                        cwd: flatten_label(&r.cwd),
-                        pid: super::proc::own_pid(),
-                        kind: r.kind.clone(),
-                        started_at: r.started_at.into(),
-                        ipc_path: String::new(),
-                        ipc_token: None,
-                    })
-                    .collect();
-                if registry::resolve_target(&mine, address) != Resolution::None {
-                    return Err(Error::invalid_argument(format!(
-                        "{:?} is this session itself",
-                        js_trim(address)
-                    )));
-                }
-                let s = registry::suggestions(peers, address);
-                Err(Error::new(
-                    Status::NotFound,
-                    if s.is_empty() {
-                        format!("no reachable session answers to {:?}", js_trim(address))
-                    } else {
-                        format!(
-                            "no reachable session answers to {:?}; did you mean: {}",
-                            js_trim(address),
-                            s.join(", ")
-                        )
-                    },
-                ))
-            }
-        }
-    }
-
-    fn check_size(frame: &UserFrame) -> Result<String> {
-        let json = user_frame_json(frame);
-        let units = utf16_len(&json);
-        if units > MAX_FRAME_UNITS {
-            return Err(Error::invalid_argument(format!(
-                "the frame is {units} characters, over the {MAX_FRAME_UNITS} a peer accepts"
-            )));
-        }
-        Ok(json)
-    }
-
-    /// Reserves pacing, tracks, writes; refunds when nothing was written.
-    fn deliver_frame(
-        self: &Arc<Self>,
-        handle: &Handle,
-        frame: &UserFrame,
-        json: &str,
-        ipc_path: &str,
-        auth: Option<&str>,
-        address: &str,
-    ) -> Result<bool> {
-        {
-            let mut st = lock(&self.state);
-            let now = Now::real();
-            st.outbox
-                .reserve(ipc_path, &frame.content, &frame.msg_id, now)
-                .map_err(|r| Error::new(Status::Refused, r.describe()))?;
-            st.outbox.track(&frame.msg_id, address, ipc_path, now);
-        }
-        match block_on(handle, send_lines(ipc_path, auth, json, SEND_TIMEOUT))? {
-            Ok(()) => Ok(true),
-            Err(e) if e.code == Some("ETIMEDOUT") => Ok(false),
-            Err(e) => {
-                if e.definitely_unwritten() {
-                    lock(&self.state)
-                        .outbox
-                        .refund_unsent(ipc_path, &frame.msg_id);
-                }
-                Err(describe_send_error(&e))
-            }
-        }
-    }
-
-    fn send(self: &Arc<Self>, o: SendOptions) -> Result<SendResult> {
-        if o.content.is_empty() {
-            return Err(Error::invalid_argument(
-                "the message is empty; there is nothing to deliver",
-            ));
-        }
-        let controller_token = if o.controller {
-            Some(self.settings.controller_token.clone().ok_or_else(|| {
-                Error::invalid_argument("a controller send needs controllerToken in the config")
-            })?)
-        } else {
-            None
-        };
-        let (me, from, handle) = {
-            let st = lock(&self.state);
-            let me = st.sender(o.from_session.as_deref())?;
-            let from = st
-                .inbox_path()
-                .ok_or_else(|| Error::new(Status::NotRunning, "the inbox is not bound"))?;
-            (me, from, st.handle().expect("bound with the inbox"))
-        };
-        let live = registry::list_live(&self.settings.sessions_dir);
-        let others: Vec<PeerInfo> = registry::messageable(&live, probe, !o.controller)
-            .into_iter()
-            .filter(|p| p.session_id != me.session_id)
-            .collect();
-        let i = self.resolve_in(&others, &o.to, Some(&me.session_id))?;
-        let peer = &others[i];
-        let address = registry::advertisable_address(&others, i)
-            .unwrap_or_else(|| js_trim(&o.to).to_string());
-        let frame = UserFrame {
-            msg_id: uuid_v4(),
-            from: Some(from),
-            reply_token: Some(self.ipc_token.clone()),
-            from_name: Some(flatten_label(&me.name)),
-            from_mode: o.from_mode,
-            to_session_id: Some(peer.session_id.clone()),
-            priority: o.priority.unwrap_or_default(),
-            content: o.content,
-            raw: None,
-        };
-        let json = Self::check_size(&frame)?;
-        let auth = controller_token.or_else(|| peer.ipc_token.clone());
-        let confirmed = self.deliver_frame(
-            &handle,
-            &frame,
-            &json,
-            &peer.ipc_path,
-            auth.as_deref(),
-            &address,
-        )?;
-        self.logger.debug(|| {
-            format!(
-                "sent {} to {address} (confirmed: {confirmed})",
-                frame.msg_id
-            )
-        });
-        Ok(SendResult {
-            msg_id: frame.msg_id,
-            address,
-            to_session_id: Some(peer.session_id.clone()),
-            confirmed,
-        })
-    }
-
-    fn send_to_parent(self: &Arc<Self>, o: ParentSendOptions) -> Result<SendResult> {
-        let (socket, token) = self.settings.parent.clone().ok_or_else(|| {
-            Error::new(
-                Status::NotFound,
-                format!("this process was not started by a Qwen Code session ({MESSAGING_SOCKET_ENV} / {MESSAGING_TOKEN_ENV} unset)"),
-            )
-        })?;
-        if o.content.is_empty() {
-            return Err(Error::invalid_argument(
-                "the message is empty; there is nothing to deliver",
-            ));
-        }
-        let (from, name, handle) = {
-            let st = lock(&self.state);
-            let me = match o.from_session.as_deref() {
-                Some(id) => Some(st.regs[st.find(id)?].clone()),
-                None if st.regs.len() == 1 => Some(st.regs[0].clone()),
-                None => None,
-            };
-            (
-                st.inbox_path(),
-                me.map(|m| flatten_label(&m.name)),
-                st.handle(),
-            )
-        };
-        let pinned: Vec<String> = {
-            let mut ids: Vec<String> = registry::list_live(&self.settings.sessions_dir)
-                .into_iter()
-                .filter(|r| r.record.ipc_path.as_deref() == Some(socket.as_str()))
-                .map(|r| r.record.session_id)
-                .collect();
-            ids.sort();
-            ids.dedup();
-            ids
-        };
-        let to_session_id = match o.to_session_id {
-            Some(id) if js_trim(&id).is_empty() => {
-                return Err(Error::invalid_argument("toSessionId is blank"))
-            }
-            Some(id) => Some(id),
-            None => (pinned.len() == 1).then(|| pinned[0].clone()),
-        };
-        let frame = UserFrame {
-            msg_id: uuid_v4(),
-            reply_token: from.as_ref().map(|_| self.ipc_token.clone()),
-            from,
-            from_name: name,
-            from_mode: o.from_mode,
-            to_session_id: to_session_id.clone(),
-            priority: o.priority.unwrap_or_default(),
-            content: o.content,
-            raw: None,
-        };
-        let json = Self::check_size(&frame)?;
-        let rt_keep;
-        let handle = match handle {
-            Some(h) => h,
-            None => {
-                rt_keep = runtime::acquire()?;
-                rt_keep.handle().clone()
-            }
-        };
-        let confirmed =
-            self.deliver_frame(&handle, &frame, &json, &socket, Some(&token), "parent")?;
-        Ok(SendResult {
-            msg_id: frame.msg_id,
-            address: "parent".into(),
-            to_session_id,
-            confirmed,
-        })
-    }
-
-    fn wait(&self, msg_id: &str, timeout: Duration, final_only: bool) -> Result<SendState> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut st = lock(&self.state);
-        loop {
-            let s = st.outbox.state(msg_id).ok_or_else(|| {
-                Error::new(Status::NotFound, format!("no tracked message {msg_id:?}"))
-            })?;
-            let done = if final_only {
-                s.state.is_final()
-            } else {
-                s.state != super::frames::DeliveryState::Pending
-            };
-            let now = std::time::Instant::now();
-            if done || st.inbox.is_none() || now >= deadline {
-                if st.closed && !done {
-                    return Err(Error::new(Status::NotRunning, "the participant is closed"));
-                }
-                return Ok(s);
-            }
-            st = self
-                .changed
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
     }
 
     // -- inbound --------------------------------------------------------------
@@ -1782,11 +1462,14 @@ impl Handler for InboxHandler {
         if let Some(slot) = child {
             return Some(Credential::Child { slot });
         }
-        controllers::resolve(&inner.settings.controllers_path, token).map(Credential::Controller)
+        inner.controllers.resolve(token).map(Credential::Controller)
     }
 
     fn revalidate(&self, token: &str) -> Option<Credential> {
-        controllers::resolve(&self.0.settings.controllers_path, token).map(Credential::Controller)
+        self.0
+            .controllers
+            .resolve(token)
+            .map(Credential::Controller)
     }
 
     fn on_frame(&self, frame: Frame, cred: &Credential) {

@@ -10,10 +10,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use super::names::{flatten_label, is_js_space, is_valid_kind, js_trim, peer_ref, random_hex};
+use super::names::{flatten_label, is_js_space, is_valid_kind, js_trim, peer_ref};
 use super::net::Verdict;
 use super::proc::{boot_id, boot_id_of, is_same_process};
 use crate::error::{Error, Result, Status};
+use crate::shared::rand::random_hex;
 
 /// Record schema we write and fully understand.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -370,7 +371,7 @@ pub fn choose_record_path(dir: &Path, own: &Identity, bare: bool) -> Result<Path
         }
     }
     for _ in 0..3 {
-        let path = dir.join(format!("{}-{}.json", own.pid, random_hex(4)));
+        let path = dir.join(format!("{}-{}.json", own.pid, random_hex(4)?));
         if let Err(e) = fs::symlink_metadata(&path) {
             if e.kind() == std::io::ErrorKind::NotFound {
                 return Ok(path);

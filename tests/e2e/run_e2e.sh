@@ -23,6 +23,11 @@
 #   quit          /quit exits promptly (no closeDiff left hanging)
 #   scan          without QWEN_CODE_IDE_SERVER_PORT, from a subdirectory, next to a decoy
 #                 lock of another workspace: qwen finds our lock by cwd and gets the context
+#   qwen-home-tilde    a second demo and a headless qwen, both with QWEN_HOME='~/q' (the
+#                 tilde left unexpanded, as in a shell that does not expand it): the
+#                 lock lands in $HOME/q/ide and qwen, scanning that directory, connects
+#   qwen-home-relative the same with QWEN_HOME=rel/q and the same cwd for both: the lock
+#                 lands in <cwd>/rel/q/ide and qwen connects
 #   stop          `stop` removes the lock file and the demo exits cleanly
 # stream-json (faster, no tmux) runs the same checks minus d-cli-accept, with
 #   --input-format stream-json --output-format stream-json.
@@ -91,9 +96,9 @@ case $HOST_ARG in
 esac
 
 if [ "$MODE" = tui ]; then
-  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept quit scan stop)
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept quit scan qwen-home-tilde qwen-home-relative stop)
 else
-  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed quit scan stop)
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed quit scan qwen-home-tilde qwen-home-relative stop)
 fi
 KEEPALIVE_S=${E2E_KEEPALIVE_CHECK:-}
 if [ -n "$KEEPALIVE_S" ]; then
@@ -619,6 +624,65 @@ else
   fail scan "headless qwen did not finish ($WHY)"
 fi
 rm -f "$DECOY"
+
+# qwen-home-*: the demo and the CLI resolve $QWEN_HOME the same way. A second host runs
+# with only QWEN_HOME to find its lock directory; a headless qwen with the same QWEN_HOME
+# (its settings there too, since that is its global directory) and no port variable must
+# find the lock by scanning that directory and connect to this host, not the first one.
+qwen_home_case() { # CHECK QWEN_HOME_VALUE CWD EXPECTED_HOME
+  local check=$1 qh=$2 cwd=$3 want=$4 name="qh_$1" ready port lock="" sid dlog pid rc drc verdict=""
+  CUR_CHECK=$check
+  T0=$(date +%s%N)
+  mkdir -p "$want" "$cwd"
+  qwen_settings ide > "$want/settings.json"
+  start_peer "$name" bash -c 'cd "$1" && shift && exec "$@"' _ "$cwd" \
+    env -i PATH="$SYS_PATH" HOME="$HOME_DIR" QWEN_HOME="$qh" LANG=C.UTF-8 \
+    "${DEMO_CMD[@]}" ide --workspace "$WS"
+  if ! wait_json "$RUN/$name.out" 0 --eq event=ready; then
+    verdict="the host with QWEN_HOME=$qh printed no ready line ($WHY): $(head -c 300 "$RUN/$name.err")"
+  else
+    ready=$JSON_LINE
+    port=$(jget "$ready" port)
+    lock=$(jget "$ready" lockFile)
+    if [ "$lock" != "$want/ide/$port.lock" ] || [ ! -f "$lock" ]; then
+      verdict="QWEN_HOME=$qh: lock file at '$lock', expected $want/ide/$port.lock"
+    else
+      sid=$(new_uuid)
+      dlog=$want/debug/$sid.txt
+      fake_model_args "$sid" default e2e-dummy-key
+      start_proc "$name-qwen" /dev/null bash -c 'cd "$1" && shift && exec "$@"' _ "$cwd" \
+        env -i "${QWEN_ENV[@]}" QWEN_HOME="$qh" "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
+        -p "E2E_ASK $check $TAG"
+      pid=$LAST_PID
+      if wait_until eval '! proc_alive "$pid"'; then
+        wait "$pid"; rc=$?
+        if [ "$rc" != 0 ]; then
+          verdict="headless qwen (QWEN_HOME=$qh) exited with status $rc"
+        elif [ ! -f "$dlog" ]; then
+          verdict="qwen wrote no debug log at $dlog: it did not take QWEN_HOME=$qh as we did"
+        elif ! grep -qE "$DISCOVERED.*openDiff" "$dlog"; then
+          verdict="qwen did not connect: $(grep -F '[IDE]' "$dlog" | tail -n 3 | tr '\n' '|')"
+        elif ! grep -qF "127.0.0.1:$port" "$dlog"; then
+          verdict="qwen connected somewhere else: $(grep -F 'Attempting to connect' "$dlog" | tr '\n' '|')"
+        fi
+      else
+        verdict="headless qwen (QWEN_HOME=$qh) did not finish ($WHY)"
+      fi
+    fi
+  fi
+  to_peer "$name" stop
+  close_peer "$name"
+  peer_exit_status "$name"; drc=$?
+  if [ -z "$verdict" ] && [ "$drc" != 0 ]; then verdict="the QWEN_HOME=$qh host exited with status $drc"; fi
+  if [ -z "$verdict" ] && [ -e "$lock" ]; then verdict="the QWEN_HOME=$qh host left its lock file $lock"; fi
+  if [ -z "$verdict" ]; then
+    pass "$check" "QWEN_HOME=$qh: lock in $want/ide, qwen scanned it and connected, lock removed on stop ($(since "$T0")s)"
+  else
+    fail "$check" "$verdict"
+  fi
+}
+qwen_home_case qwen-home-tilde '~/q' "$WS/src" "$HOME_DIR/q"
+qwen_home_case qwen-home-relative 'rel/q' "$WS" "$WS/rel/q"
 
 # stop: the demo removes its lock file and exits.
 CUR_CHECK=stop

@@ -392,4 +392,24 @@ else
     check "nvim exits 0" test "$RC" -eq 0
 fi
 check "no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$TMP/nvim.log"
+
+# --- the Lua examples of the Markdown files (tests/docs/examples.py) --------
+# Each runs in a fresh headless Neovim with the plugin on the runtimepath and
+# the library in $QWEN_COMPANION_LIB; a Lua error fails it (exit status 1).
+mkdir -p "$TMP/doc-examples"
+if ! "$PY" "$ROOT/tests/docs/examples.py" write lua "$TMP/doc-examples" >"$TMP/doc-examples.list" 2>"$TMP/doc-examples.err"; then
+    fail "extract the Lua examples: $(head -c 300 "$TMP/doc-examples.err")"
+elif [ ! -s "$TMP/doc-examples.list" ]; then
+    fail "the Markdown files have Lua examples (none found)"
+fi
+while IFS= read -r ex; do
+    [ -n "$ex" ] || continue
+    mkdir -p "$TMP/ex-home" "$TMP/ex-qwen-home"
+    check "doc example $(basename "$ex") runs" env -C "$WS" HOME="$TMP/ex-home" QWEN_HOME="$TMP/ex-qwen-home" \
+        XDG_CONFIG_HOME="$TMP/ex-home/.config" XDG_DATA_HOME="$TMP/ex-home/.local/share" \
+        XDG_STATE_HOME="$TMP/ex-home/.local/state" QWEN_COMPANION_LIB="$LIB" \
+        timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "lua local ok, e = pcall(dofile, [[$ex]]); if not ok then io.stderr:write(tostring(e) .. '\\n'); vim.cmd('cquit 1') end; vim.cmd('qa!')" \
+        </dev/null
+done <"$TMP/doc-examples.list"
 finish
