@@ -369,6 +369,22 @@ fn reinstall_replaces_the_old_version_and_keeps_data_and_state() {
 }
 
 #[test]
+fn leftovers_of_a_crashed_install_are_swept_by_the_next_success() {
+    let sb = baseline("sweep");
+    let stale = sb.plugins().join(".staging/0123456789ab");
+    fs::create_dir_all(stale.join("sub")).unwrap();
+    fs::write(stale.join("sub/f"), b"x").unwrap();
+    // A failure leaves them (it changes nothing) ...
+    let bad = sb.path("bad.zip");
+    fs::write(&bad, b"not a zip").unwrap();
+    refused(&sb, &bad, &Limits::default(), codes::NOT_A_ZIP);
+    assert!(stale.exists());
+    // ... a success removes them.
+    install_from(&sb.plugins(), &fixtures().join("todo-quadrant")).unwrap();
+    assert!(!sb.plugins().join(".staging").exists());
+}
+
+#[test]
 fn a_failed_reinstall_keeps_the_old_version() {
     let sb = baseline("badre");
     let bad = variant(&sb, "hello", "hello-bad", |m| {

@@ -11,6 +11,7 @@
 //!    the new folder is renamed to `<dir>/installed/<id>/`, and the old one
 //!    is deleted. If the second rename fails the old one is put back.
 //!
+//! After a success, what crashed installs left in `.staging/` is removed.
 //! A failed install leaves the plugins directory as it was: the staging
 //! folder is removed, as are `.staging/`, `installed/`, `data/<id>/` and the
 //! directory itself when this install created them and they are empty. No
@@ -424,13 +425,35 @@ fn finish(
         }
         None => (false, None),
     };
-    let _ = fs::remove_dir(dir.join(STAGING_DIR));
+    sweep_staging(dir);
     Ok(InstallOutcome {
         manifest: reloaded.0,
         warnings: reloaded.1,
         replaced,
         previous_version,
     })
+}
+
+/// Removes what crashed installs left in `.staging/`, then `.staging/`
+/// itself. Only called with the directory lock held, after a success: every
+/// install and uninstall holds the lock while it uses `.staging/`, so
+/// whatever is there now belongs to no one.
+fn sweep_staging(dir: &Path) {
+    let staging = dir.join(STAGING_DIR);
+    if let Ok(entries) = fs::read_dir(&staging) {
+        for e in entries.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => {
+                    let _ = fs::remove_dir_all(&p);
+                }
+                _ => {
+                    let _ = fs::remove_file(&p);
+                }
+            }
+        }
+    }
+    let _ = fs::remove_dir(&staging);
 }
 
 /// Removes the plugin `id` (`installed/<id>`), and `data/<id>` plus its
