@@ -514,7 +514,8 @@ fn session_action_rules() {
         |v| v["sessionAction"]["visibleTool"] = json!("ghost"),
         "/sessionAction/visibleTool",
     );
-    assert_error_at(|v| v["sessionAction"] = json!({}), "/sessionAction/tool");
+    let paths = paths_after(|v| v["sessionAction"] = json!({"icon": 1}));
+    assert_eq!(paths, ["/sessionAction/tool", "/sessionAction/icon"]);
     assert_error_at(
         |v| v["sessionAction"]["tooltip"] = json!(2),
         "/sessionAction/tooltip",
