@@ -617,6 +617,15 @@ fn hostile_folders_are_refused_and_change_nothing() {
     }
     refused(&sb, &e2, &small_limits(), codes::SOURCE_TOO_LARGE);
 
+    // The sandbox holds the plugins dir: copying it would copy its own output.
+    refused(&sb, &sb.0, &Limits::default(), codes::UNSUPPORTED_SOURCE);
+    refused(
+        &sb,
+        &sb.plugins(),
+        &Limits::default(),
+        codes::UNSUPPORTED_SOURCE,
+    );
+
     let f = variant(&sb, "hello", "src-main-out", |m| {
         m["main"] = json!("../secret.txt")
     });
