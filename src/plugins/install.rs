@@ -207,6 +207,13 @@ pub struct UninstallOutcome {
     pub data_removed: bool,
 }
 
+impl UninstallOutcome {
+    /// `{"id", "dataRemoved"}`.
+    pub fn summary_json(&self) -> Value {
+        json!({"id": self.id, "dataRemoved": self.data_removed})
+    }
+}
+
 /// The default plugins directory, `<qwen_home>/companion/plugins`.
 pub fn default_dir() -> Result<PathBuf, InstallError> {
     Ok(crate::shared::fs::qwen_home()?
