@@ -23,3 +23,4 @@
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
 
 pub mod manifest;
+pub mod pdf;
