@@ -24,3 +24,4 @@
 
 pub mod install;
 pub mod manifest;
+pub mod pdf;
