@@ -190,10 +190,6 @@ typedef void (*qc_json_fn)(void *user_data, const char *json);
  */
 #define QC_REFUSED 12
 
-
-
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
