@@ -13,6 +13,7 @@ export CARGO_TERM_COLOR=never
 
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v ss >/dev/null 2>&1 || need+=(iproute2)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v kotlinc >/dev/null 2>&1 || need+=(kotlin)

@@ -10,6 +10,7 @@
 //! 3. 1 000 half-open connections: all closed within the header timeout (5 s),
 //!    descriptors back to the start value, a legitimate client served
 //!    throughout without added latency worth naming.
+//!
 //! The figures are printed (`--nocapture`) for the record. The companion
 //! runs in a child process (this test binary re-executed) so that the RSS and
 //! descriptors measured are the server's alone, as an IDE would see them.

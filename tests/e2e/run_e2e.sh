@@ -14,6 +14,9 @@
 #                 reach the model (the full "editor context" block)
 #   b-live        a later focus/cursor/select change, while qwen is connected, reaches the
 #                 model as the "summary of changes" block
+#   stream-drop   every connection qwen has to the server is reset (a network hiccup):
+#                 qwen re-opens its stream within the session grace period and a later
+#                 focus/selection still reaches the model
 #   c-diff-opened a model edit (write_file of a new file) opens OUR diff with the proposed text
 #   c-accept      `accept-from` with edited text -> the file holds exactly the edited text
 #   c-reject      `reject` -> nothing written, the turn ends
@@ -96,9 +99,9 @@ case $HOST_ARG in
 esac
 
 if [ "$MODE" = tui ]; then
-  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept quit scan qwen-home-tilde qwen-home-relative stop)
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept stream-drop quit scan qwen-home-tilde qwen-home-relative stop)
 else
-  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed quit scan qwen-home-tilde qwen-home-relative stop)
+  CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed stream-drop quit scan qwen-home-tilde qwen-home-relative stop)
 fi
 KEEPALIVE_S=${E2E_KEEPALIVE_CHECK:-}
 if [ -n "$KEEPALIVE_S" ]; then
@@ -570,6 +573,56 @@ if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
     fi
   fi
 fi
+
+# stream-drop: a network hiccup resets every connection qwen has to the IDE server (its
+# SSE stream included). qwen's MCP transport re-opens the stream (with Last-Event-ID) after
+# the server's retry hint; the server kept the session through its grace period, so the
+# context keeps reaching qwen without a new handshake. (qwen 0.24.4 marks the IDE as
+# disconnected on any transport error, so later edits would no longer open diffs: this
+# check runs after the diff checks.)
+CUR_CHECK=stream-drop
+T0=$(date +%s%N)
+CUT_PORT=${TAP_PORT:-$IDE_PORT}
+command -v ss >/dev/null 2>&1 || { timeout 600 apt-get install -y -qq --no-install-recommends iproute2 \
+  || { timeout 600 apt-get update -qq && timeout 600 apt-get install -y -qq --no-install-recommends iproute2; }; } >/dev/null 2>&1
+if ! command -v ss >/dev/null 2>&1; then
+  fail stream-drop "ss (iproute2) is needed to reset qwen's connections and could not be installed"
+elif ! ss -K dst 127.0.0.1 dport = ":$CUT_PORT" > "$RUN/ss_cut.txt" 2>&1 \
+     || ! grep -q ":$CUT_PORT" "$RUN/ss_cut.txt"; then
+  fail stream-drop "could not reset qwen's connections to port $CUT_PORT: $(tr '\n' '|' < "$RUN/ss_cut.txt" | head -c 300)"
+else
+  log "reset $(grep -c ":$CUT_PORT" "$RUN/ss_cut.txt") connection(s) of qwen to port $CUT_PORT"
+  sleep 5   # qwen waits for the server's SSE retry hint (3 s) before it reconnects
+  DROP_TOKEN=E2E_AFTER_DROP_$TAG
+  demo_cmd "focus $ACTIVE"
+  demo_cmd "cursor 3 5"
+  demo_cmd "select $DROP_TOKEN"
+  sleep 0.5
+  DROP_OK=0
+  for attempt in 1 2 3 4; do
+    FROM=$(lines_of "$RUN/model.jsonl")
+    submit "E2E_ASK after the drop, attempt $attempt" || abort "$WHY"
+    if ! wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask --has "last_user_text=after the drop, attempt $attempt"; then
+      DROP_OK=2; break
+    fi
+    jget "$JSON_LINE" last_user_text > "$RUN/drop_user_text.txt"
+    if grep -qF "$DROP_TOKEN" "$RUN/drop_user_text.txt"; then DROP_OK=1; break; fi
+    log "the context after the drop has not reached the model yet (attempt $attempt)"
+    sleep 2
+  done
+  if [ "$DROP_OK" = 1 ]; then
+    pass stream-drop "qwen reconnected its stream and the new selection reached the model on ask $attempt ($(since "$T0")s)"
+  elif [ "$DROP_OK" = 2 ]; then
+    fail stream-drop "the E2E_ASK request never reached the fake model ($WHY)"
+  else
+    fail stream-drop "after the reset, the model never saw $DROP_TOKEN; IDE lines: $(grep -F '[IDE]' "$DEBUG_LOG" 2>/dev/null | tail -n 3 | tr '\n' '|')"
+  fi
+fi
+# Back to the state b-live left for the later checks (README.md active with its selection).
+demo_cmd "focus $OTHER"
+demo_cmd "cursor 1 3"
+demo_cmd "select $LIVE_TOKEN"
+sleep 0.5
 
 # In Sublime a diff view takes the focus, and closing it gives the focus to another tab
 # (the stub: the last one, src/main.rs); the user goes back to README.md, which still has
