@@ -22,4 +22,5 @@
 //! - [`host`]: the plugin host itself: `call_tool`, `host_request`, lifecycle.
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
 
+pub mod ipc;
 pub mod manifest;

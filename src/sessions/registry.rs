@@ -689,10 +689,10 @@ pub fn record_json(fields: &[(&str, Value)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
     use crate::sessions::proc::{own_pid, pid_namespace, proc_start_token};
     use crate::sessions::testutil::TempDir;
     use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
 
     fn me() -> Identity {
         Identity::current()
