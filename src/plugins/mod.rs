@@ -24,3 +24,4 @@
 
 pub mod ipc;
 pub mod manifest;
+pub mod process;
