@@ -25,3 +25,4 @@
 pub mod ipc;
 pub mod manifest;
 pub mod process;
+pub mod host;
