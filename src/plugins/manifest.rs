@@ -1,14 +1,21 @@
 //! A plugin's `manifest.json`: the types the rest of the host works with.
-//! Parsing and validation live here too (`load_dir`, `parse`).
+//! Parsing and validation live in [`parse`] (re-exported here: [`load_dir`],
+//! [`parse()`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
+
+mod parse;
+pub use parse::*;
+
+#[cfg(test)]
+mod tests;
 
 /// A validated manifest of a plugin folder.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Manifest {
     /// Reverse-DNS-like id (`com.example.hello`); also the directory name.
     pub id: String,
@@ -48,6 +55,41 @@ impl Manifest {
     /// The tool called `name`, hidden parser tools included.
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+    /// The tools offered to a model (hidden document-parser tools left out).
+    pub fn visible_tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.iter().filter(|t| t.model_visible)
+    }
+    /// The document-parser tool for `mime_type` (compared in lower case).
+    pub fn parser_for(&self, mime_type: &str) -> Option<&ToolSpec> {
+        let mime = mime_type.to_ascii_lowercase();
+        let p = self.document_parsers.iter().find(|p| p.mime_type == mime)?;
+        self.tool(&p.tool_name)
+    }
+    /// The configuration entry `id`.
+    pub fn config_entry(&self, id: &str) -> Option<&ConfigEntry> {
+        self.configuration.iter().find(|c| c.id == id)
+    }
+    /// A JSON summary for listings and install results:
+    /// `{id, name, version, description?, author?, permissions, tools: [{name, modelVisible}]}`.
+    pub fn summary_json(&self) -> Value {
+        let mut v = json!({
+            "id": self.id,
+            "name": self.name,
+            "version": self.version.to_string(),
+            "permissions": self.permissions,
+            "tools": self.tools.iter().map(|t| json!({
+                "name": t.name,
+                "modelVisible": t.model_visible,
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(d) = &self.description {
+            v["description"] = json!(d);
+        }
+        if let Some(a) = &self.author {
+            v["author"] = json!(a);
+        }
+        v
     }
     /// Whether the manifest lists `permission`.
     pub fn has_permission(&self, permission: &str) -> bool {
