@@ -18,6 +18,10 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v kotlinc >/dev/null 2>&1 || need+=(kotlin)
 [ -f /usr/share/java/jna.jar ] || need+=(libjna-java)
 command -v nvim >/dev/null 2>&1 || need+=(neovim)
+# The render_pdf tests read the PDFs back with poppler (pdftotext, pdffonts,
+# pdfinfo) and need a font with Hangul.
+command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
+[ -f /usr/share/fonts/truetype/nanum/NanumGothic.ttf ] || fc-list 2>/dev/null | grep -qi nanum || need+=(fonts-nanum)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null \

@@ -22,7 +22,8 @@
 //! - [`host`]: the plugin host itself: `call_tool`, `host_request`, lifecycle.
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
 
+pub mod host;
 pub mod ipc;
 pub mod manifest;
+pub mod pdf;
 pub mod process;
-pub mod host;
