@@ -254,12 +254,15 @@ fn timeout_error(plugin: &str, tool: &str, timeout: Duration, what: &str) -> Cal
 }
 
 fn details<'a>(out: &'a ToolOutput, plugin: &str, tool: &str) -> Result<&'a Value, CallError> {
-    out.details.as_ref().filter(|d| d.is_object()).ok_or_else(|| {
-        CallError::new(
-            ErrorKind::Protocol,
-            format!("{plugin}/{tool} returned no details object"),
-        )
-    })
+    out.details
+        .as_ref()
+        .filter(|d| d.is_object())
+        .ok_or_else(|| {
+            CallError::new(
+                ErrorKind::Protocol,
+                format!("{plugin}/{tool} returned no details object"),
+            )
+        })
 }
 
 pub(crate) async fn visible(
@@ -367,7 +370,11 @@ pub(crate) async fn options(
 
 /// `type/subtype` lowercased, parameters (`; charset=…`) dropped.
 fn essence(mime: &str) -> String {
-    mime.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    mime.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 pub(crate) async fn parse_document(
@@ -384,7 +391,11 @@ pub(crate) async fn parse_document(
             continue;
         }
         let m = slot.entry().manifest;
-        if let Some(p) = m.document_parsers.iter().find(|p| essence(&p.mime_type) == want) {
+        if let Some(p) = m
+            .document_parsers
+            .iter()
+            .find(|p| essence(&p.mime_type) == want)
+        {
             found = Some((slot.id.clone(), p.tool_name.clone()));
             break;
         }

@@ -47,14 +47,9 @@ fn required_permission(capability: &str) -> Option<&'static str> {
     }
 }
 
-/// The library's `render_pdf` (Markdown → PDF). Kept behind this one
-/// function so the implementation can be swapped in one place.
+/// The library's `render_pdf` (Markdown → PDF), run on a blocking thread.
 fn default_render_pdf(params: &Value) -> std::result::Result<Value, String> {
-    render_pdf_impl(params)
-}
-
-fn render_pdf_impl(_params: &Value) -> std::result::Result<Value, String> {
-    Err("render_pdf is not available: the PDF renderer is not part of this build".into())
+    crate::plugins::pdf::render_pdf_request(params)
 }
 
 pub(crate) fn respond(
@@ -108,9 +103,7 @@ async fn run(
             "render_pdf" => tokio::task::spawn_blocking(move || default_render_pdf(&params))
                 .await
                 .unwrap_or_else(|_| Err("render_pdf failed unexpectedly".into())),
-            other => Err(format!(
-                "the host does not offer the capability {other:?}"
-            )),
+            other => Err(format!("the host does not offer the capability {other:?}")),
         };
     };
     let id = shared.next_host_request.fetch_add(1, Ordering::Relaxed);
@@ -163,7 +156,11 @@ pub(crate) fn spawn_host_request(
     inst: Arc<Instance>,
     msg: Value,
 ) {
-    let Some(request_id) = msg.get("requestId").and_then(Value::as_str).map(String::from) else {
+    let Some(request_id) = msg
+        .get("requestId")
+        .and_then(Value::as_str)
+        .map(String::from)
+    else {
         shared.log(LogLevel::Warn, || {
             format!(
                 "plugin {}: host_request without a string requestId ignored",
@@ -185,7 +182,9 @@ pub(crate) fn spawn_host_request(
             )),
         };
         let reply = match outcome {
-            Ok(result) => json!({"type": "host_response", "requestId": request_id, "result": result}),
+            Ok(result) => {
+                json!({"type": "host_response", "requestId": request_id, "result": result})
+            }
             Err(message) => {
                 json!({"type": "host_error", "requestId": request_id, "message": message})
             }

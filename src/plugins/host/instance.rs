@@ -165,7 +165,11 @@ impl Instance {
             slot.clone(),
             inst.clone(),
         ));
-        tokio::spawn(exit_monitor(Arc::downgrade(shared), slot.clone(), inst.clone()));
+        tokio::spawn(exit_monitor(
+            Arc::downgrade(shared),
+            slot.clone(),
+            inst.clone(),
+        ));
 
         // Started = the event loop answers (the entry script's synchronous
         // part is done and its listeners are installed).

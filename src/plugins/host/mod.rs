@@ -145,7 +145,10 @@ impl Settings {
                 .join("companion")
                 .join("plugins"),
         };
-        let node = c.node.filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "node".into());
+        let node = c
+            .node
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| "node".into());
         if node.contains('\0') {
             return Err(Error::invalid_argument("node contains NUL"));
         }
@@ -171,7 +174,13 @@ impl Settings {
             )?,
             workspace_root: c.workspace_root.unwrap_or_default(),
             crash_max: c.crash_loop_max_exits.unwrap_or(3),
-            crash_window: ms(c.crash_loop_window_ms, 60_000, 1, 86_400_000, "crashLoopWindowMs")?,
+            crash_window: ms(
+                c.crash_loop_window_ms,
+                60_000,
+                1,
+                86_400_000,
+                "crashLoopWindowMs",
+            )?,
         })
     }
 }
@@ -462,6 +471,9 @@ impl PluginSlot {
     }
 }
 
+type LogSinkFn = dyn Fn(LogLevel, &str) + Send + Sync;
+type HostAnswerTx = tokio::sync::oneshot::Sender<std::result::Result<Value, String>>;
+
 pub(crate) struct Shared {
     pub settings: Settings,
     pub rt: Arc<RuntimeRef>,
@@ -469,10 +481,9 @@ pub(crate) struct Shared {
     store: Arc<dyn PluginStore>,
     plugins: Mutex<HashMap<String, Arc<PluginSlot>>>,
     sink: Slot<EventSink>,
-    log: Slot<dyn Fn(LogLevel, &str) + Send + Sync>,
+    log: Slot<LogSinkFn>,
     pub capabilities: Mutex<HashMap<String, Arc<CapabilityFn>>>,
-    pub host_requests:
-        Mutex<HashMap<u64, tokio::sync::oneshot::Sender<std::result::Result<Value, String>>>>,
+    pub host_requests: Mutex<HashMap<u64, HostAnswerTx>>,
     pub next_host_request: AtomicU64,
     /// Cancelled on shutdown: waiting host requests are answered at once.
     pub closing: CancellationToken,
@@ -706,15 +717,19 @@ impl PluginHost {
             let shared = self.shared.clone();
             tasks.push((
                 slot.id.clone(),
-                self.shared.rt.handle().spawn(async move {
-                    calls::ensure_instance(&shared, &slot).await.map(|_| ())
-                }),
+                self.shared
+                    .rt
+                    .handle()
+                    .spawn(async move { calls::ensure_instance(&shared, &slot).await.map(|_| ()) }),
             ));
         }
         let mut out = Vec::new();
         for (id, t) in tasks {
             let r = t.await.unwrap_or_else(|e| {
-                Err(CallError::new(ErrorKind::Host, format!("start failed: {e}")))
+                Err(CallError::new(
+                    ErrorKind::Host,
+                    format!("start failed: {e}"),
+                ))
             });
             out.push((id, r));
         }
@@ -795,7 +810,11 @@ impl PluginHost {
 
     /// Answers a [`HostRequest`] whose handler returned [`HostAnswer::Later`]
     /// (from any thread). `Err(message)` becomes the plugin's `host_error`.
-    pub fn respond(&self, request_id: u64, answer: std::result::Result<Value, String>) -> Result<()> {
+    pub fn respond(
+        &self,
+        request_id: u64,
+        answer: std::result::Result<Value, String>,
+    ) -> Result<()> {
         capability::respond(&self.shared, request_id, answer)
     }
 
@@ -900,8 +919,7 @@ trait BlockFallback {
     fn refused() -> Self;
 }
 
-const ON_RUNTIME: &str =
-    "called on a library runtime thread; use the async variant there";
+const ON_RUNTIME: &str = "called on a library runtime thread; use the async variant there";
 
 impl<T> BlockFallback for std::result::Result<T, CallError> {
     fn refused() -> Self {
