@@ -4,6 +4,9 @@
 #[path = "plugins_runtime/util.rs"]
 mod util;
 
+#[path = "plugins_runtime/fixtures.rs"]
+mod fixtures;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -315,3 +315,34 @@ pub fn wait_dead(pid: i32, limit: Duration) -> bool {
 pub fn text_of(out: &ToolOutput) -> String {
     out.content[0]["text"].as_str().unwrap().to_string()
 }
+
+/// The repository's fixture plugins (`tests/plugins/fixtures/<name>`).
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/plugins/fixtures")
+        .join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        let dest = to.join(e.file_name());
+        if t.is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else if t.is_file() {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+impl Plugins {
+    /// Installs a copy of a fixture plugin (as `installed/<its id>`); returns the id.
+    pub fn add_fixture(&self, path: &Path) -> String {
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(path.join("manifest.json")).unwrap()).unwrap();
+        let id = m["id"].as_str().unwrap().to_string();
+        copy_dir(path, &self.dir.join("installed").join(&id));
+        id
+    }
+}
