@@ -907,3 +907,55 @@ fn a_killed_host_leaves_no_plugin() {
     );
     assert_no_process_of(&plugins.dir);
 }
+
+#[test]
+fn start_timeout_electron_flag_and_logs() {
+    let plugins = Plugins::new("start");
+    // Synchronous work at load time: the event loop answers only after it.
+    plugins.add(
+        "test.slowstart",
+        json!({"tools": [tool("env")]}),
+        r#"
+const t0 = Date.now();
+while (Date.now() - t0 < Number(process.env.QC_NEVER || 1500)) {}
+process.on('message', (m) => {
+  if (m && m.type === 'call_tool') reply(m, text('ok'), { env: process.env, waited: Date.now() - t0 });
+});
+"#,
+    );
+    plugins.add("test.basic", basic_manifest(json!({})), BASIC);
+    let t = TestHost::new(
+        plugins,
+        json!({"startTimeoutMs": 300, "nodeIsElectron": true}),
+    );
+    let logs = Arc::new(Mutex::new(Vec::<String>::new()));
+    let l2 = logs.clone();
+    t.host.set_log_sink(Some(Arc::new(move |_lvl, m: &str| {
+        l2.lock().unwrap().push(m.to_string())
+    })));
+    let (k, e) = kind(t.call("test.slowstart", "env", json!({})));
+    assert_eq!(k, ErrorKind::Timeout);
+    assert!(
+        e.message.contains("did not start within 300 ms"),
+        "{}",
+        e.message
+    );
+    // The configured binary is treated as Electron: ELECTRON_RUN_AS_NODE=1.
+    let out = t.call_ok("test.basic", "echo", json!({}));
+    assert_eq!(out.details.unwrap()["env"]["ELECTRON_RUN_AS_NODE"], "1");
+    t.call_ok("test.basic", "garbage", json!({}));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !logs.lock().unwrap().iter().any(|l| l.contains("not JSON")) {
+        assert!(Instant::now() < deadline, "{:?}", logs.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(t.host);
+    let plugins = t.plugins;
+    // With a long enough start timeout the same plugin works.
+    let t = TestHost::new(plugins, json!({"startTimeoutMs": 8000}));
+    let out = t.call_ok("test.slowstart", "env", json!({}));
+    let d = out.details.unwrap();
+    assert!(d["waited"].as_u64().unwrap() >= 1500);
+    assert!(d["env"].get("ELECTRON_RUN_AS_NODE").is_none());
+    t.finish();
+}
