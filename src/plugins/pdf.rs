@@ -270,8 +270,12 @@ fn with_shaper<R>(
     let hb = faces
         .iter()
         .map(|f| {
-            rustybuzz::Face::from_slice(&f.data, f.index)
-                .ok_or_else(|| Error::new(Status::Internal, "a loaded font no longer parses"))
+            rustybuzz::Face::from_slice(&f.data, f.index).ok_or_else(|| {
+                Error::new(
+                    Status::Internal,
+                    format!("the font {} no longer parses", f.name),
+                )
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut shaper = Shaper {

@@ -31,6 +31,8 @@ pub(super) struct LoadedFace {
     pub(super) data: Arc<Vec<u8>>,
     pub(super) index: u32,
     pub(super) font: Font,
+    /// PostScript name (for diagnostics and tests).
+    pub(super) name: String,
 }
 
 /// The fonts a render uses: loaded faces plus, per style, the chain of face
@@ -144,6 +146,7 @@ impl FontSet {
     /// Loads one face (reading its file once for all its faces).
     pub(super) fn load(&self, id: fontdb::ID) -> Option<usize> {
         let (source, index) = self.db.face_source(id)?;
+        let name = self.db.face(id)?.post_script_name.clone();
         let data = match source {
             fontdb::Source::File(path) | fontdb::Source::SharedFile(path, _) => {
                 let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
@@ -168,7 +171,12 @@ impl FontSet {
         // Must be shapeable and drawable.
         rustybuzz::Face::from_slice(&data, index)?;
         let font = Font::new(data.clone().into(), index)?;
-        faces.push(Arc::new(LoadedFace { data, index, font }));
+        faces.push(Arc::new(LoadedFace {
+            data,
+            index,
+            font,
+            name,
+        }));
         Some(faces.len() - 1)
     }
 
@@ -238,5 +246,40 @@ impl FontSet {
         if !lacking.is_empty() {
             self.resolve_extra(&lacking);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_font_at_all_is_a_clear_error() {
+        let e = FontSet::from_db(fontdb::Database::new())
+            .err()
+            .expect("no fonts");
+        assert_eq!(e.status, Status::Io);
+        assert!(e.message.starts_with("no usable font"), "{}", e.message);
+        assert!(e.message.contains("fonts-nanum"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_latin_only_font_set_reports_the_korean_it_cannot_draw() {
+        let mut db = fontdb::Database::new();
+        db.load_font_file("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+            .expect("fonts-dejavu-core is installed");
+        let set = FontSet::from_db(db).unwrap();
+        // Only one face, and every style falls back to it.
+        for chain in &set.chains {
+            assert_eq!(chain, &vec![0]);
+        }
+        let (pdf, pages, missing) =
+            crate::plugins::pdf::render_with(&set, Some("제목"), "Hello 안녕 *x*").unwrap();
+        assert!(pdf.starts_with(b"%PDF-"));
+        assert_eq!(pages, 1);
+        assert_eq!(missing, vec!['녕', '목', '안', '제']);
+        // The negative look-ups are kept.
+        let extra = set.extra.lock().unwrap();
+        assert_eq!(extra.get(&'안'), Some(&None));
     }
 }
