@@ -7,6 +7,9 @@ mod util;
 #[path = "plugins_runtime/fixtures.rs"]
 mod fixtures;
 
+#[path = "plugins_runtime/hostile.rs"]
+mod hostile;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

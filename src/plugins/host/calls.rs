@@ -81,27 +81,47 @@ fn validate(plugin: &str, tool: &ToolSpec, params: &Value) -> Result<(), CallErr
     Err(e)
 }
 
-/// The slot's running instance, or a fresh one (one start at a time).
+/// The slot's running instance, or a fresh one (one start at a time). The
+/// start runs in its own task: a caller that gives up (its timeout) does
+/// not abort it half-way, so every spawned process ends up in the slot,
+/// where unload and shutdown find it.
 pub(crate) async fn ensure_instance(
     shared: &Arc<Shared>,
     slot: &Arc<PluginSlot>,
 ) -> Result<Arc<Instance>, CallError> {
-    let mut guard = slot.instance.lock().await;
-    if let Some(i) = guard.as_ref() {
-        if !i.is_dead() {
-            return Ok(i.clone());
+    {
+        let guard = slot.instance.lock().await;
+        if let Some(i) = guard.as_ref() {
+            if !i.is_dead() {
+                return Ok(i.clone());
+            }
         }
     }
-    if shared.closing.is_cancelled() {
-        return Err(CallError::new(
+    let (shared, slot) = (shared.clone(), slot.clone());
+    let task = tokio::spawn(async move {
+        let mut guard = slot.instance.clone().lock_owned().await;
+        if let Some(i) = guard.as_ref() {
+            if !i.is_dead() {
+                return Ok(i.clone());
+            }
+        }
+        if shared.closing.is_cancelled() {
+            return Err(CallError::new(
+                ErrorKind::Host,
+                "the plugin host is shut down",
+            ));
+        }
+        check_runnable(&slot)?;
+        let inst = Instance::start(&shared, &slot).await?;
+        *guard = Some(inst.clone());
+        Ok(inst)
+    });
+    task.await.unwrap_or_else(|e| {
+        Err(CallError::new(
             ErrorKind::Host,
-            "the plugin host is shut down",
-        ));
-    }
-    check_runnable(slot)?;
-    let inst = Instance::start(shared, slot).await?;
-    *guard = Some(inst.clone());
-    Ok(inst)
+            format!("start failed: {e}"),
+        ))
+    })
 }
 
 fn check_runnable(slot: &PluginSlot) -> Result<(), CallError> {

@@ -418,7 +418,7 @@ pub(crate) struct PluginSlot {
     breaker: Mutex<Option<String>>,
     crashes: Mutex<VecDeque<Instant>>,
     /// The running instance; the async lock serialises starts.
-    pub instance: tokio::sync::Mutex<Option<Arc<Instance>>>,
+    pub instance: Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>,
     pub counters: Counters,
 }
 
@@ -433,7 +433,7 @@ impl PluginSlot {
             entry: Mutex::new(entry),
             breaker: Mutex::new(None),
             crashes: Mutex::new(VecDeque::new()),
-            instance: tokio::sync::Mutex::new(None),
+            instance: Arc::new(tokio::sync::Mutex::new(None)),
             counters: Counters::default(),
         }
     }
