@@ -8,7 +8,8 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use super::instance::{kind_of, Instance, Reply};
-use super::{CallError, Counters, ErrorKind, PluginSlot, Shared};
+use super::{CallError, Counters, ErrorKind, PluginEvent, PluginSlot, Shared};
+use crate::host::LogLevel;
 use crate::plugins::manifest::{ConfigKind, ToolSpec};
 
 /// Per-call options.
@@ -114,6 +115,15 @@ pub(crate) async fn ensure_instance(
         check_runnable(&slot)?;
         let inst = Instance::start(&shared, &slot).await?;
         *guard = Some(inst.clone());
+        drop(guard);
+        let pid = inst.child.pid();
+        shared.log(LogLevel::Info, || {
+            format!("plugin {} started (pid {pid})", slot.id)
+        });
+        shared.emit(PluginEvent::Started {
+            plugin: slot.id.clone(),
+            pid,
+        });
         Ok(inst)
     });
     task.await.unwrap_or_else(|e| {

@@ -90,7 +90,8 @@ impl Instance {
         })
     }
 
-    /// Spawns the plugin and waits until Node's event loop answers.
+    /// Spawns the plugin and waits until Node's event loop answers (the
+    /// caller announces the start once no lock is held).
     pub async fn start(
         shared: &Arc<Shared>,
         slot: &Arc<PluginSlot>,
@@ -174,16 +175,7 @@ impl Instance {
         // Started = the event loop answers (the entry script's synchronous
         // part is done and its listeners are installed).
         match inst.probe(s.start_timeout).await {
-            Ok(true) => {
-                shared.log(LogLevel::Info, || {
-                    format!("plugin {} started (pid {})", m.id, inst.child.pid())
-                });
-                shared.emit(PluginEvent::Started {
-                    plugin: m.id.clone(),
-                    pid: inst.child.pid(),
-                });
-                Ok(inst)
-            }
+            Ok(true) => Ok(inst),
             Ok(false) => {
                 let e = CallError::new(
                     ErrorKind::Timeout,

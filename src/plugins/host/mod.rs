@@ -653,10 +653,34 @@ impl PluginHost {
                 }
             }
         }
-        for slot in to_unload {
-            self.block(async { calls::unload_slot(&self.shared, &slot).await });
-        }
+        self.unload_slots(to_unload);
         Ok(())
+    }
+
+    /// Unloads `slots` concurrently: waits when called from a plain thread;
+    /// on a runtime thread (where blocking is not allowed) the unloads run
+    /// in the background.
+    fn unload_slots(&self, slots: Vec<Arc<PluginSlot>>) {
+        if slots.is_empty() {
+            return;
+        }
+        let tasks: Vec<_> = slots
+            .into_iter()
+            .map(|slot| {
+                let shared = self.shared.clone();
+                self.shared
+                    .rt
+                    .handle()
+                    .spawn(async move { calls::unload_slot(&shared, &slot).await })
+            })
+            .collect();
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.shared.rt.handle().block_on(async move {
+                for t in tasks {
+                    let _ = t.await;
+                }
+            });
+        }
     }
 
     /// Runs `f` on the shared runtime, blocking the caller (refused on a
@@ -764,7 +788,7 @@ impl PluginHost {
         let slot = self.shared.slot(id).map_err(CallError::into_error)?;
         self.shared.store.set_enabled(id, false)?;
         lock(&slot.entry).enabled = false;
-        self.block(async { calls::unload_slot(&self.shared, &slot).await });
+        self.unload_slots(vec![slot]);
         Ok(())
     }
 
@@ -886,19 +910,7 @@ impl PluginHost {
                 }
             }
         } else {
-            let shared = self.shared.clone();
-            self.shared.rt.handle().block_on(async move {
-                let mut tasks = Vec::new();
-                for slot in slots {
-                    let shared = shared.clone();
-                    tasks.push(tokio::spawn(async move {
-                        calls::unload_slot(&shared, &slot).await
-                    }));
-                }
-                for t in tasks {
-                    let _ = t.await;
-                }
-            });
+            self.unload_slots(slots);
         }
         capability::fail_all(&self.shared, "the plugin host is shutting down");
     }
@@ -925,10 +937,6 @@ impl<T> BlockFallback for std::result::Result<T, CallError> {
     fn refused() -> Self {
         Err(CallError::new(ErrorKind::Host, ON_RUNTIME))
     }
-}
-
-impl BlockFallback for () {
-    fn refused() -> Self {}
 }
 
 impl BlockFallback for Vec<(String, std::result::Result<(), CallError>)> {
