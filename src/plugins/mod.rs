@@ -23,6 +23,7 @@
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
 
 pub mod host;
+pub mod install;
 pub mod ipc;
 pub mod manifest;
 pub mod pdf;

@@ -138,16 +138,16 @@ pub fn parse(text: &str, root: &Path) -> Result<(Manifest, Vec<Problem>), Vec<Pr
             "the manifest starts with a byte-order mark (BOM); save it as UTF-8 without BOM",
         )]);
     }
-    let doc: Value = serde_json::from_str(text).map_err(|e| {
-        vec![problem(
-            "",
-            format!(
-                "invalid JSON at line {} column {}: {e} (strict JSON: no comments, no trailing commas)",
-                e.line(),
-                e.column()
-            ),
-        )]
-    })?;
+    let doc = serde_json::from_str::<StrictValue>(text)
+        .map_err(|e| {
+            vec![problem(
+                "",
+                format!(
+                    "invalid JSON: {e} (strict JSON: no comments, no trailing commas, no duplicate keys)"
+                ),
+            )]
+        })?
+        .0;
     let Value::Object(obj) = doc else {
         return Err(vec![problem(
             "",
@@ -179,6 +179,65 @@ pub fn parse(text: &str, root: &Path) -> Result<(Manifest, Vec<Problem>), Vec<Pr
     match manifest {
         Some(m) if cx.errors.is_empty() => Ok((m, cx.warnings)),
         _ => Err(cx.errors),
+    }
+}
+
+/// A JSON value parsed strictly: like `serde_json::Value`, but an object
+/// with the same key twice is an error (serde_json would keep the last one
+/// silently). The error carries serde_json's line and column.
+struct StrictValue(Value);
+
+impl<'de> serde::Deserialize<'de> for StrictValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(StrictValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let StrictValue(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
     }
 }
 
@@ -580,8 +639,9 @@ fn build(cx: &mut Cx, mut obj: Map<String, Value>, root: Option<PathBuf>) -> Opt
         }
     }
 
-    let mut tools = parse_tools(cx, &obj);
-    let declared: HashSet<String> = tools.iter().map(|t| t.name.clone()).collect();
+    // `declared`: every valid, unique tool name, even of a tool with other
+    // errors, so references to it do not add spurious problems.
+    let (mut tools, declared) = parse_tools(cx, &obj);
     let document_parsers = parse_document_parsers(cx, &obj);
     for p in &document_parsers {
         if !tools.iter().any(|t| t.name == p.tool_name) {
@@ -739,7 +799,7 @@ fn meta_errors(schema: &Value) -> Vec<(String, String)> {
     })
 }
 
-fn parse_tools(cx: &mut Cx, obj: &Map<String, Value>) -> Vec<ToolSpec> {
+fn parse_tools(cx: &mut Cx, obj: &Map<String, Value>) -> (Vec<ToolSpec>, HashSet<String>) {
     let mut tools = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, v) in cx
@@ -836,7 +896,7 @@ fn parse_tools(cx: &mut Cx, obj: &Map<String, Value>) -> Vec<ToolSpec> {
             });
         }
     }
-    tools
+    (tools, seen.into_keys().collect())
 }
 
 fn parse_annotations(cx: &mut Cx, v: &Value, base: &str) -> Option<ToolAnnotations> {

@@ -149,6 +149,21 @@ fn strict_json_with_line_and_column() {
     assert!(e[0].message.contains("line 2"), "{}", e[0].message);
     let e = parse("{\"id\": \"a.b\",}", d.path()).unwrap_err();
     assert!(e[0].message.contains("column"), "{}", e[0].message);
+    let e = parse("{\"id\": \"a.b\",\n \"id\": \"c.d\"}", d.path()).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].message.contains("duplicate key \"id\""),
+        "{}",
+        e[0].message
+    );
+    assert!(e[0].message.contains("line 2"), "{}", e[0].message);
+    // Nested objects too; the same key in sibling objects is fine.
+    let e = parse("{\"a\": [{\"k\": 1}, {\"k\": 2, \"k\": 3}]}", d.path()).unwrap_err();
+    assert!(
+        e[0].message.contains("duplicate key \"k\""),
+        "{}",
+        e[0].message
+    );
     let e = parse("\u{feff}{}", d.path()).unwrap_err();
     assert!(e[0].message.contains("BOM"));
 }
@@ -684,4 +699,20 @@ fn load_dir_reads_manifest_json_with_a_size_cap() {
 fn a_missing_root_is_an_error_not_a_panic() {
     let e = parse(&base().to_string(), Path::new("/nonexistent/qc-plugin")).unwrap_err();
     assert!(e.iter().any(|p| p.path.is_empty()));
+}
+
+#[test]
+fn a_broken_tool_is_still_a_name_others_may_reference() {
+    // do_something is referenced by sessionAction, commands, keybindings and
+    // menus: its broken schema must be the only problem reported.
+    let paths = paths_after(|v| v["tools"][0]["parameters"] = json!({"type": "array"}));
+    assert_eq!(paths, ["/tools/0/parameters/type"]);
+}
+
+#[test]
+fn deeply_nested_json_is_an_error_not_a_stack_overflow() {
+    let d = folder();
+    let text = format!("{{\"x\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let e = parse(&text, d.path()).unwrap_err();
+    assert!(e[0].message.contains("recursion"), "{}", e[0].message);
 }
