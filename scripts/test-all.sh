@@ -22,6 +22,7 @@ command -v nvim >/dev/null 2>&1 || need+=(neovim)
 # pdfinfo) and need a font with Hangul.
 command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
 [ -f /usr/share/fonts/truetype/nanum/NanumGothic.ttf ] || fc-list 2>/dev/null | grep -qi nanum || need+=(fonts-nanum)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null \

@@ -383,3 +383,22 @@ fn bad_params_get_clear_errors_and_write_nothing() {
     assert!(render_markdown_pdf(None, "x", &gone.join("x.pdf")).is_err());
     assert!(!gone.exists());
 }
+
+#[test]
+fn hostile_nesting_renders_without_losing_text() {
+    let dir = TempDir::new("deep");
+    let out = dir.path("deep.pdf");
+    let mut md = format!("{} deepest quote\n\n", ">".repeat(20_000));
+    for i in 0..200 {
+        md.push_str(&"  ".repeat(i));
+        md.push_str(&format!("- level{i}\n"));
+    }
+    let answer =
+        render_pdf_request(&json!({"outputPath": out.to_str().unwrap(), "content": md})).unwrap();
+    assert!(answer["bytes"].as_u64().unwrap() > 0);
+    let text = squash(&text_of(&out, false));
+    assert!(text.contains("deepest quote"), "{text:.200}");
+    for i in [0, 30, 199] {
+        assert!(text.contains(&format!("level{i}")), "level{i}");
+    }
+}

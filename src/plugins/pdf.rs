@@ -86,7 +86,23 @@ pub fn render_markdown_pdf_report(
     output_path: &Path,
 ) -> Result<PdfReport> {
     let fonts = system_fonts()?;
-    let (pdf, pages, missing) = render_with(&fonts, title, markdown)?;
+    // A panic in a dependency must not take the caller's thread down with a
+    // plugin's document: it becomes an error, and nothing is written.
+    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        render_with(&fonts, title, markdown)
+    }))
+    .unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::new(
+            Status::Panic,
+            format!("the PDF renderer failed unexpectedly: {what}"),
+        ))
+    });
+    let (pdf, pages, missing) = rendered?;
     write_atomic(
         output_path,
         &pdf,

@@ -423,6 +423,8 @@ pub(super) struct Layout<'s, 'a> {
 }
 
 pub(super) const BOTTOM: f32 = PAGE_H - MARGIN;
+/// Narrowest text column nesting may leave.
+pub(super) const MIN_COLUMN: f32 = 120.0;
 
 impl<'s, 'a> Layout<'s, 'a> {
     pub(super) fn new(sh: &'s mut Shaper<'a>) -> Self {
@@ -555,8 +557,14 @@ impl<'s, 'a> Layout<'s, 'a> {
                 self.gap(para_gap + 2.0);
             }
             Block::Quote(inner) => {
+                // Never narrower than a usable column.
+                let ind = if width - 14.0 >= MIN_COLUMN {
+                    14.0
+                } else {
+                    0.0
+                };
                 self.bars.push(x0 + 2.0);
-                self.blocks(inner, x0 + 14.0, width - 14.0, QUOTE_TEXT);
+                self.blocks(inner, x0 + ind, width - ind, QUOTE_TEXT);
                 self.bars.pop();
                 self.gap(para_gap);
             }
@@ -616,6 +624,11 @@ impl<'s, 'a> Layout<'s, 'a> {
             .collect();
         let widest = marker_runs.iter().map(|r| width_of(r)).fold(0.0, f32::max);
         let indent = (widest + 6.0).max(18.0);
+        let indent = if width - indent >= MIN_COLUMN {
+            indent
+        } else {
+            0.0
+        };
         self.list_depth += 1;
         for (item, runs) in items.iter().zip(marker_runs) {
             self.marker = Some((runs, x0 + indent - 5.0));

@@ -78,7 +78,14 @@ pub(super) struct TreeBuilder {
     pub(super) bold: u32,
     pub(super) italic: u32,
     pub(super) link: u32,
+    /// Quote/list/item levels beyond [`MAX_NESTING`] that were flattened
+    /// into the deepest kept level (bounded depth: no recursion blow-up on
+    /// hostile input such as 100 000 nested `>`).
+    pub(super) flattened: u32,
 }
+
+/// Deepest stack of block containers kept (a list level is two: list + item).
+pub(super) const MAX_NESTING: usize = 24;
 
 pub(super) fn parse_markdown(markdown: &str) -> Vec<Block> {
     let mut b = TreeBuilder {
@@ -88,6 +95,7 @@ pub(super) fn parse_markdown(markdown: &str) -> Vec<Block> {
         bold: 0,
         italic: 0,
         link: 0,
+        flattened: 0,
     };
     for ev in Parser::new_ext(markdown, Options::empty()) {
         b.event(ev);
@@ -172,6 +180,10 @@ impl TreeBuilder {
         }
     }
 
+    fn too_deep(&self) -> bool {
+        self.flattened > 0 || self.stack.len() > MAX_NESTING
+    }
+
     pub(super) fn event(&mut self, ev: Event<'_>) {
         match ev {
             Event::Start(tag) => match tag {
@@ -179,6 +191,10 @@ impl TreeBuilder {
                 Tag::Heading { level, .. } => {
                     self.flush_inline();
                     self.inline = Some((Some(level as u8), Vec::new()));
+                }
+                Tag::BlockQuote(_) | Tag::List(_) | Tag::Item if self.too_deep() => {
+                    self.flush_inline();
+                    self.flattened += 1;
                 }
                 Tag::BlockQuote(_) => {
                     self.flush_inline();
@@ -211,6 +227,10 @@ impl TreeBuilder {
                     if let Some(code) = self.code.take() {
                         self.push_block(Block::Code(code));
                     }
+                }
+                TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item if self.flattened > 0 => {
+                    self.flush_inline();
+                    self.flattened -= 1;
                 }
                 TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item => self.close_frame(),
                 TagEnd::Emphasis => self.italic = self.italic.saturating_sub(1),
@@ -357,5 +377,35 @@ mod tests {
         );
         assert!(parse_markdown("").is_empty());
         assert!(parse_markdown("   \n\n  ").is_empty());
+    }
+
+    fn depth(blocks: &[Block]) -> usize {
+        blocks
+            .iter()
+            .map(|b| match b {
+                Block::Quote(inner) => 1 + depth(inner),
+                Block::List { items, .. } => 1 + items.iter().map(|i| depth(i)).max().unwrap_or(0),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn hostile_nesting_is_flattened_and_loses_no_text() {
+        let quotes = format!("{} deep quote\n\nafter", ">".repeat(50_000));
+        let b = parse_markdown(&quotes);
+        assert!(depth(&b) <= MAX_NESTING, "{}", depth(&b));
+        let mut lists = String::new();
+        for i in 0..300 {
+            lists.push_str(&"  ".repeat(i));
+            lists.push_str(&format!("- level{i}\n"));
+        }
+        let b = parse_markdown(&lists);
+        assert!(depth(&b) <= MAX_NESTING);
+        let text = format!("{b:?}");
+        for i in [0, 11, 12, 13, 150, 299] {
+            assert!(text.contains(&format!("\"level{i}\"")), "level{i} lost");
+        }
     }
 }
