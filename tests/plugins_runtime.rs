@@ -719,6 +719,13 @@ process.on('message', (m) => {
         .set_config_value("test.full", "nope", json!(1))
         .is_err());
     assert_eq!(ctx(&t)["config"], json!({"mode": "auto", "verbose": true}));
+    t.host
+        .set_config_value("test.full", "verbose", Value::Null)
+        .unwrap();
+    assert_eq!(ctx(&t)["config"], json!({"mode": "auto", "verbose": false}));
+    t.host
+        .set_config_value("test.full", "verbose", json!(true))
+        .unwrap();
     assert!(t.host.visible("test.full", "/yes").unwrap());
     assert!(!t.host.visible("test.full", "/no").unwrap());
     let opts = t.host.options("test.full", "mode").unwrap();

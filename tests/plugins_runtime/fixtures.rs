@@ -130,3 +130,53 @@ fn todo_fixture_keeps_its_data_across_restarts() {
         .exists());
     t.finish();
 }
+
+#[test]
+fn the_default_store_is_the_install_apis_plugins_dir() {
+    use qwen_companion::plugins::host::PluginHost;
+    use qwen_companion::plugins::install;
+    let plugins = Plugins::new("fx-install");
+    let dir = plugins.dir.clone();
+    install::install_from(&dir, &fixture("full")).unwrap();
+    let host = PluginHost::new(config(&dir, json!({}))).unwrap();
+    let id = "com.example.full";
+    assert_eq!(host.plugin_ids(), vec![id.to_string()]);
+    // Values go to state.json and reach the plugin.
+    host.set_config_value(id, "mode", json!("fast")).unwrap();
+    assert_eq!(install::config_values(&dir, id).unwrap()["mode"], "fast");
+    let out = host
+        .call_tool(id, "do_something", json!({}), CallOptions::default())
+        .unwrap();
+    assert_eq!(
+        out.details.unwrap()["todos"][1]["content"],
+        "Apply mode fast"
+    );
+    let pid = host.running_pid(id).unwrap();
+    // Disable persists and unloads.
+    host.disable(id).unwrap();
+    assert!(!install::get(&dir, id).unwrap().enabled);
+    assert!(wait_dead(pid, Duration::from_secs(3)));
+    assert_eq!(
+        host.call_tool(id, "do_something", json!({}), CallOptions::default())
+            .unwrap_err()
+            .kind,
+        ErrorKind::Disabled
+    );
+    host.enable(id).unwrap();
+    assert!(install::get(&dir, id).unwrap().enabled);
+    host.call_tool(id, "list_modes", json!({}), CallOptions::default())
+        .unwrap();
+    let pid = host.running_pid(id).unwrap();
+    // Uninstall + reload: the running instance is unloaded, the id is gone.
+    install::uninstall(&dir, id, false).unwrap();
+    host.reload().unwrap();
+    assert!(wait_dead(pid, Duration::from_secs(3)));
+    assert_eq!(
+        host.call_tool(id, "list_modes", json!({}), CallOptions::default())
+            .unwrap_err()
+            .kind,
+        ErrorKind::NotFound
+    );
+    drop(host);
+    assert_no_process_of(&dir);
+}

@@ -35,6 +35,7 @@
 mod calls;
 mod capability;
 mod instance;
+mod store;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ use crate::runtime::{self, RuntimeRef};
 pub use calls::{CallOptions, ParsedDocument, ToolOutput};
 pub use capability::{CapabilityFn, HostAnswer, HostRequest};
 use instance::Instance;
+pub use store::DirStore;
 
 /// Plugin host configuration (a JSON object; every field optional).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -534,6 +536,15 @@ pub struct PluginHost {
 }
 
 impl PluginHost {
+    /// A host over the plugins directory (`pluginsDir`, default
+    /// `<qwen_home>/companion/plugins`) as the install API keeps it. Call
+    /// [`PluginHost::reload`] after installing or uninstalling a plugin.
+    pub fn new(config: Config) -> Result<PluginHost> {
+        let settings = Settings::from_config(config.clone())?;
+        let store = Arc::new(DirStore::new(settings.plugins_dir));
+        PluginHost::with_store(config, store)
+    }
+
     /// A host over `store` (installed plugins and their state).
     pub fn with_store(config: Config, store: Arc<dyn PluginStore>) -> Result<PluginHost> {
         let settings = Settings::from_config(config)?;
@@ -793,7 +804,8 @@ impl PluginHost {
     }
 
     /// Sets a configuration value (persisted); it must name a declared
-    /// entry and have the entry's type. Later calls see it in `context.config`.
+    /// entry and have the entry's type (`null` removes the value: the
+    /// default applies again). Later calls see it in `context.config`.
     pub fn set_config_value(&self, id: &str, key: &str, value: Value) -> Result<()> {
         let slot = self.shared.slot(id).map_err(CallError::into_error)?;
         let manifest = slot.entry().manifest;
@@ -807,14 +819,19 @@ impl PluginHost {
                     format!("plugin {id} declares no configuration entry {key:?}"),
                 )
             })?;
-        if !entry.kind.accepts(&value) {
+        if !value.is_null() && !entry.kind.accepts(&value) {
             return Err(Error::invalid_argument(format!(
                 "configuration entry {key:?} of plugin {id} takes a {} value",
                 entry.kind.name()
             )));
         }
         self.shared.store.set_config_value(id, key, value.clone())?;
-        lock(&slot.entry).config.insert(key.to_string(), value);
+        let mut entry = lock(&slot.entry);
+        if value.is_null() {
+            entry.config.remove(key);
+        } else {
+            entry.config.insert(key.to_string(), value);
+        }
         Ok(())
     }
 
