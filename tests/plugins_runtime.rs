@@ -969,3 +969,92 @@ process.on('message', (m) => {
     assert!(d["env"].get("ELECTRON_RUN_AS_NODE").is_none());
     t.finish();
 }
+
+#[test]
+fn plugin_host_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<qwen_companion::plugins::host::PluginHost>();
+}
+
+#[test]
+fn a_reply_sent_right_before_exit_is_delivered() {
+    let plugins = Plugins::new("replyexit");
+    plugins.add(
+        "test.re",
+        json!({"tools": [tool("go")]}),
+        r#"
+process.on('message', (m) => {
+  if (!m || m.type !== 'call_tool') return;
+  reply(m, text('bye'));
+  process.exit(0);
+});
+"#,
+    );
+    let t = TestHost::new(plugins, json!({"crashLoopMaxExits": 0}));
+    for _ in 0..3 {
+        assert_eq!(text_of(&t.call_ok("test.re", "go", json!({}))), "bye");
+        t.wait_event("exit", |e| matches!(e, PluginEvent::Exit { .. }));
+        t.events.lock().unwrap().clear();
+    }
+    t.finish();
+}
+
+#[test]
+fn waiting_host_requests_are_answered_when_the_handler_goes_or_the_plugin_stops() {
+    let plugins = Plugins::new("hostgone");
+    plugins.add(
+        "test.hg",
+        json!({"tools": [tool("ask")]}),
+        r#"
+const fs = require('fs');
+const path = require('path');
+const log = (line) => fs.appendFileSync(path.join(process.env.PLUGIN_DATA_DIR, 'log'), line + '\n');
+process.on('message', (m) => {
+  if (!m || m.type !== 'call_tool') return;
+  requestHost(m.params.capability, {}).then(
+    (r) => log('response ' + JSON.stringify(r)),
+    (e) => log('error ' + e.message));
+  reply(m, text('asked'));
+});
+setInterval(() => {}, 1000);
+"#,
+    );
+    let t = TestHost::new(plugins, json!({"hostRequestTimeoutMs": 60000}));
+    let log = t.plugins.dir.join("data/test.hg/log");
+    let wait_lines = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.lines().count() >= n {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "log: {text:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let later = |_r: &HostRequest| HostAnswer::Later;
+    t.host.set_capability("ask_user", Some(Arc::new(later)));
+    t.call_ok("test.hg", "ask", json!({"capability": "ask_user"}));
+    std::thread::sleep(Duration::from_millis(200));
+    // The handler goes away: the waiting request is answered at once.
+    t.host.set_capability("ask_user", None);
+    let text = wait_lines(1);
+    assert!(
+        text.contains("error the host removed its handler"),
+        "{text}"
+    );
+    // The plugin is unloaded while a request waits: host_error first.
+    t.host.set_capability("ask_user", Some(Arc::new(later)));
+    t.call_ok("test.hg", "ask", json!({"capability": "ask_user"}));
+    std::thread::sleep(Duration::from_millis(200));
+    t.host.unload("test.hg").unwrap();
+    let text = wait_lines(2);
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .contains("error the plugin is being stopped"),
+        "{text}"
+    );
+    t.finish();
+}

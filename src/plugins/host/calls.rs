@@ -201,6 +201,8 @@ pub(crate) async fn call_tool(
         .map_err(|_| timeout_error(plugin_id, tool, timeout, "it was still starting"))??;
     let rx = inst.expect(&request_id);
     let outcome = tokio::select! {
+        // A reply that arrived wins over an exit seen at the same time.
+        biased;
         r = async {
             if let Err(e) = inst.send(&msg).await {
                 // Dead channel: the exit (or its absence) decides the error.

@@ -57,7 +57,7 @@ pub(crate) fn respond(
     id: u64,
     answer: std::result::Result<Value, String>,
 ) -> Result<()> {
-    let tx = lock(&shared.host_requests).remove(&id).ok_or_else(|| {
+    let (_, tx) = lock(&shared.host_requests).remove(&id).ok_or_else(|| {
         Error::new(
             Status::NotFound,
             format!("no pending host request with id {id} (answered, timed out or cancelled)"),
@@ -74,10 +74,32 @@ pub(crate) fn respond(
 /// Answers every waiting request with `message` (shutdown).
 pub(crate) fn fail_all(shared: &Shared, message: &str) {
     let waiting: Vec<_> = lock(&shared.host_requests).drain().collect();
+    for (_, (_, tx)) in waiting {
+        let _ = tx.send(Err(message.to_string()));
+    }
+}
+
+/// Answers the waiting requests of one capability with `message` (its
+/// handler was removed or replaced).
+pub(crate) fn fail_capability(shared: &Shared, capability: &str, message: &str) {
+    let waiting: Vec<HostAnswerTxOf> = {
+        let mut map = lock(&shared.host_requests);
+        let ids: Vec<u64> = map
+            .iter()
+            .filter(|(_, (c, _))| c == capability)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter().filter_map(|id| map.remove(&id)).collect()
+    };
     for (_, tx) in waiting {
         let _ = tx.send(Err(message.to_string()));
     }
 }
+
+type HostAnswerTxOf = (
+    String,
+    tokio::sync::oneshot::Sender<std::result::Result<Value, String>>,
+);
 
 /// Runs the capability and returns its outcome.
 async fn run(
@@ -108,7 +130,7 @@ async fn run(
     };
     let id = shared.next_host_request.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
-    lock(&shared.host_requests).insert(id, tx);
+    lock(&shared.host_requests).insert(id, (capability.to_string(), tx));
     let request = HostRequest {
         id,
         plugin_id: manifest.id.clone(),

@@ -50,6 +50,8 @@ pub(crate) struct Instance {
     nacks: watch::Sender<u64>,
     /// Cancelled when the process has exited (after `failure` is set).
     pub dead: CancellationToken,
+    /// Cancelled when the reader has stopped (EOF, error, oversize).
+    reader_done: CancellationToken,
     /// Cancelled when the host stops this instance: waiting host requests
     /// answer `host_error` at once.
     pub closing: CancellationToken,
@@ -154,6 +156,7 @@ impl Instance {
             recent: Mutex::new(VecDeque::new()),
             nacks: watch::channel(0).0,
             dead: CancellationToken::new(),
+            reader_done: CancellationToken::new(),
             closing: CancellationToken::new(),
             failure: Mutex::new(None),
             expected: AtomicBool::new(false),
@@ -339,6 +342,11 @@ fn tool_error(msg: &Value) -> Reply {
 }
 
 async fn read_loop(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Instance>) {
+    read_frames(&shared, &slot, &inst).await;
+    inst.reader_done.cancel();
+}
+
+async fn read_frames(shared: &Weak<Shared>, slot: &Arc<PluginSlot>, inst: &Arc<Instance>) {
     let max = shared
         .upgrade()
         .map(|s| s.settings.max_message_bytes)
@@ -354,7 +362,7 @@ async fn read_loop(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Instan
         let (n, fds) = match r {
             Ok(x) => x,
             Err(e) => {
-                on_channel_closed(&shared, &slot, &inst, Some(e.to_string())).await;
+                on_channel_closed(shared, slot, inst, Some(e.to_string())).await;
                 return;
             }
         };
@@ -375,13 +383,13 @@ async fn read_loop(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Instan
                     });
                 }
             }
-            on_channel_closed(&shared, &slot, &inst, None).await;
+            on_channel_closed(shared, slot, inst, None).await;
             return;
         }
         lines.clear();
         let pushed = reader.push(&buf[..n], &mut lines);
         for line in lines.drain(..) {
-            handle_line(&shared, &slot, &inst, &line);
+            handle_line(shared, slot, inst, &line);
         }
         if let Err(e) = pushed {
             let err = CallError::new(
@@ -494,6 +502,9 @@ async fn exit_monitor(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Ins
             break e;
         }
     };
+    // What the plugin wrote before exiting is still in the socket: let the
+    // reader deliver it (a reply sent right before `process.exit()` counts).
+    let _ = tokio::time::timeout(Duration::from_millis(500), inst.reader_done.cancelled()).await;
     let tail = inst
         .child
         .stderr_tail_settled(Duration::from_millis(200))
@@ -539,7 +550,13 @@ async fn exit_monitor(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Ins
         } else {
             LogLevel::Warn
         },
-        || format!("plugin {} exited ({exit})", inst.plugin_id),
+        || {
+            if tail.is_empty() {
+                format!("plugin {} exited ({exit})", inst.plugin_id)
+            } else {
+                format!("plugin {} exited ({exit}); stderr: {tail}", inst.plugin_id)
+            }
+        },
     );
     shared.emit(PluginEvent::Exit {
         plugin: inst.plugin_id.clone(),

@@ -485,7 +485,8 @@ pub(crate) struct Shared {
     sink: Slot<EventSink>,
     log: Slot<LogSinkFn>,
     pub capabilities: Mutex<HashMap<String, Arc<CapabilityFn>>>,
-    pub host_requests: Mutex<HashMap<u64, HostAnswerTx>>,
+    /// Requests waiting for `respond`, with their capability.
+    pub host_requests: Mutex<HashMap<u64, (String, HostAnswerTx)>>,
     pub next_host_request: AtomicU64,
     /// Cancelled on shutdown: waiting host requests are answered at once.
     pub closing: CancellationToken,
@@ -838,6 +839,8 @@ impl PluginHost {
     /// Registers (or with `None` removes) the handler of a capability
     /// plugins may request. `show_notification` and `render_pdf` have
     /// library defaults, used when no handler is registered.
+    /// Replacing or removing a handler answers the requests the old one
+    /// left waiting with `host_error`.
     pub fn set_capability(&self, name: &str, handler: Option<Arc<CapabilityFn>>) {
         let old = {
             let mut caps = lock(&self.shared.capabilities);
@@ -846,6 +849,13 @@ impl PluginHost {
                 None => caps.remove(name),
             }
         };
+        if old.is_some() {
+            capability::fail_capability(
+                &self.shared,
+                name,
+                "the host removed its handler for this capability",
+            );
+        }
         drop(old);
     }
 
