@@ -985,13 +985,14 @@ fn a_reply_sent_right_before_exit_is_delivered() {
         r#"
 process.on('message', (m) => {
   if (!m || m.type !== 'call_tool') return;
-  reply(m, text('bye'));
+  // Fits the socket buffer (about 200 KiB): all of it is sent before the exit.
+  reply(m, text('bye'), { pad: 'p'.repeat(150000) });
   process.exit(0);
 });
 "#,
     );
     let t = TestHost::new(plugins, json!({"crashLoopMaxExits": 0}));
-    for _ in 0..3 {
+    for _ in 0..5 {
         assert_eq!(text_of(&t.call_ok("test.re", "go", json!({}))), "bye");
         t.wait_event("exit", |e| matches!(e, PluginEvent::Exit { .. }));
         t.events.lock().unwrap().clear();
