@@ -498,11 +498,31 @@ impl Child {
         self.stdout_tail.text()
     }
 
+    /// Whether signalling the process group `-pid` reaches our processes
+    /// only: while the leader is not reaped its pid (= the pgid) cannot be
+    /// reused; after that, only while a tagged process is still in the
+    /// group (a pgid is not reused while its group has members). Blocking
+    /// (may scan /proc).
+    fn group_is_ours(&self) -> bool {
+        self.exited().is_none()
+            || find_tagged(&self.tag)
+                .into_iter()
+                // SAFETY: getpgid only reads another process's group id.
+                .any(|p| unsafe { libc::getpgid(p) } == self.pid)
+    }
+
+    /// Signals the process group when it is still ours (blocking).
+    pub fn signal_group_blocking(&self, sig: i32) {
+        if self.group_is_ours() {
+            kill_group(self.pid, sig);
+        }
+    }
+
     /// SIGKILLs the group and every tagged descendant now (blocking: scans /proc).
     pub fn kill_all_blocking(&self) {
-        // Even after the leader is reaped the group may live on in attached
-        // grandchildren (a pgid is not reused while its group exists).
-        kill_group(self.pid, libc::SIGKILL);
+        // After the leader is reaped the group may live on in attached
+        // grandchildren; `signal_group_blocking` checks it is still ours.
+        self.signal_group_blocking(libc::SIGKILL);
         kill_tagged(&self.tag);
     }
 
@@ -512,7 +532,8 @@ impl Child {
     /// still tagged. Returns the exit status.
     pub async fn end(self: &Arc<Self>, grace: Duration) -> Option<ExitInfo> {
         let mut exit = self.wait_exit(grace).await;
-        kill_group(self.pid, libc::SIGTERM);
+        let me = self.clone();
+        let _ = tokio::task::spawn_blocking(move || me.signal_group_blocking(libc::SIGTERM)).await;
         if exit.is_none() {
             exit = self.wait_exit(grace).await;
         }
