@@ -463,10 +463,14 @@ impl PluginSlot {
             return None;
         }
         c.clear();
+        let window = if s.crash_window < Duration::from_secs(1) {
+            format!("{} ms", s.crash_window.as_millis())
+        } else {
+            format!("{} s", s.crash_window.as_secs())
+        };
         let reason = format!(
-            "it exited unexpectedly {} times within {} s (last: {exit})",
-            s.crash_max,
-            s.crash_window.as_secs()
+            "it exited unexpectedly {} times within {window} (last: {exit})",
+            s.crash_max
         );
         *lock(&self.breaker) = Some(reason.clone());
         Some(reason)
@@ -971,3 +975,6 @@ impl BlockFallback for Vec<(String, std::result::Result<(), CallError>)> {
         Vec::new()
     }
 }
+
+#[cfg(test)]
+mod tests;
