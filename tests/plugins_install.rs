@@ -301,6 +301,20 @@ fn install_a_folder_then_list_and_summaries() {
 }
 
 #[test]
+fn warnings_come_back_with_the_outcome() {
+    let sb = Sandbox::new("warn");
+    let src = variant(&sb, "hello", "src", |m| {
+        m["permissions"] = json!(["camera"]);
+        m["activationEvents"] = json!(["onFullMoon"]);
+    });
+    let o = install_from(&sb.plugins(), &src).unwrap();
+    let paths: Vec<&str> = o.warnings.iter().map(|w| w.path.as_str()).collect();
+    assert_eq!(paths, ["/permissions/0", "/activationEvents/0"]);
+    assert_eq!(o.summary_json()["warnings"][0]["path"], "/permissions/0");
+    assert_eq!(list(&sb.plugins()).unwrap()[0].warnings.len(), 2);
+}
+
+#[test]
 fn install_a_zip_of_the_full_fixture() {
     let sb = Sandbox::new("zip");
     let mut entries = vec![dir_entry("sub/")];
@@ -617,6 +631,15 @@ fn hostile_folders_are_refused_and_change_nothing() {
     }
     refused(&sb, &e2, &small_limits(), codes::SOURCE_TOO_LARGE);
 
+    // The sandbox holds the plugins dir: copying it would copy its own output.
+    refused(&sb, &sb.0, &Limits::default(), codes::UNSUPPORTED_SOURCE);
+    refused(
+        &sb,
+        &sb.plugins(),
+        &Limits::default(),
+        codes::UNSUPPORTED_SOURCE,
+    );
+
     let f = variant(&sb, "hello", "src-main-out", |m| {
         m["main"] = json!("../secret.txt")
     });
@@ -669,6 +692,10 @@ fn uninstall_keeps_or_removes_data() {
     assert!(!list(&dir).unwrap()[0].enabled);
     let o = uninstall(&dir, "com.example.hello", true).unwrap();
     assert!(o.data_removed);
+    assert_eq!(
+        o.summary_json(),
+        json!({"id": "com.example.hello", "dataRemoved": true})
+    );
     assert!(!dir.join("data/com.example.hello").exists());
     install_from(&dir, &fixtures().join("hello")).unwrap();
     assert!(list(&dir).unwrap()[0].enabled, "state was forgotten");

@@ -89,7 +89,8 @@ pub mod codes {
     pub const INVALID_MANIFEST: &str = "invalid_manifest";
     /// The source is a file that is not a zip archive.
     pub const NOT_A_ZIP: &str = "not_a_zip";
-    /// The source is neither a folder nor a regular file.
+    /// The source is neither a folder nor a regular file, or a folder that
+    /// contains the plugins directory.
     pub const UNSUPPORTED_SOURCE: &str = "unsupported_source";
     /// A zip entry is unsafe: traversal, absolute or backslash name, drive
     /// letter, non-UTF-8 name, symlink or special file, encryption,
@@ -206,6 +207,13 @@ pub struct UninstallOutcome {
     pub data_removed: bool,
 }
 
+impl UninstallOutcome {
+    /// `{"id", "dataRemoved"}`.
+    pub fn summary_json(&self) -> Value {
+        json!({"id": self.id, "dataRemoved": self.data_removed})
+    }
+}
+
 /// The default plugins directory, `<qwen_home>/companion/plugins`.
 pub fn default_dir() -> Result<PathBuf, InstallError> {
     Ok(crate::shared::fs::qwen_home()?
@@ -277,6 +285,24 @@ pub fn install_with(
             .create(&staging)
             .map_err(|e| InstallError::io(&format!("create {}", staging.display()), e))?;
         created.staging = Some(staging.clone());
+        if matches!(kind, Kind::Folder) {
+            // Copying a folder that holds the staging folder would copy
+            // its own output.
+            let src_real = fs::canonicalize(src)
+                .map_err(|e| InstallError::io(&format!("resolve {}", src.display()), e))?;
+            let staging_real = fs::canonicalize(&staging)
+                .map_err(|e| InstallError::io(&format!("resolve {}", staging.display()), e))?;
+            if staging_real.starts_with(&src_real) {
+                return Err(InstallError::new(
+                    codes::UNSUPPORTED_SOURCE,
+                    format!(
+                        "{} contains the plugins directory {}; install from a plugin folder",
+                        src.display(),
+                        dir.display()
+                    ),
+                ));
+            }
+        }
         match kind {
             Kind::Folder => copy_folder(src, &staging, limits)?,
             Kind::Zip(f) => archive::extract(f, &staging, limits)?,

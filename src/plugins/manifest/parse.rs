@@ -5,6 +5,48 @@
 //! document) and a reason written for the plugin's author. Problems that do
 //! not stop the plugin from working (an unknown permission, activation event
 //! or `renderAs`; a `select` without `optionsTool`) are warnings.
+//!
+//! ## The rules
+//! - Strict JSON (serde_json): no comments, trailing commas, BOM or
+//!   duplicate keys; the error names line and column. The top level is an
+//!   object; `manifest.json` is at most [`MAX_MANIFEST_BYTES`], a regular file.
+//! - `id`: reverse-DNS-like, at least two dot-separated labels of
+//!   `[A-Za-z0-9_-]`, each starting with a letter or digit, at most
+//!   [`MAX_ID_LEN`] bytes — it becomes a directory name.
+//! - `name`: a non-blank string; `version`: strict SemVer (`1.2.0`, not
+//!   `1.0` or `v1.0.0`); `description`, `author`, `readme`: strings.
+//! - `main`, `icon`, `ui.entry`, `views[].entry`: relative paths (`/`
+//!   separators) to regular files that, symlinks resolved, are inside the
+//!   plugin folder. View and command icons are icon names, not files.
+//! - `permissions` ([`KNOWN_PERMISSIONS`]) and `activationEvents`
+//!   ([`KNOWN_ACTIVATION_EVENTS`]): arrays of strings; unknown ones warn.
+//! - `tools[]`: unique names matching `^[A-Za-z0-9_-]{1,64}$`; `parameters`
+//!   required, a JSON Schema object with `"type": "object"` that passes its
+//!   meta-schema (every violation reported at its place inside the schema;
+//!   an unknown `$schema` is an error; remote `$ref`s are never fetched) and
+//!   is compiled once; `renderAs` ([`KNOWN_RENDER_AS`], unknown warns);
+//!   `annotations` holds only the booleans `readOnlyHint`,
+//!   `destructiveHint`, `idempotentHint`, `openWorldHint`.
+//! - `documentParsers[]`: `{mimeType, toolName}`; the MIME type is
+//!   `type/subtype` (RFC 6838 names, `+suffix` allowed, no parameters),
+//!   unique when lower-cased (it is stored lower-cased). A `toolName`
+//!   missing from `tools[]` becomes a hidden tool (`model_visible: false`)
+//!   with the schema [`parser_tool_schema`], appended after the declared
+//!   tools; one in `tools[]` stays as declared.
+//! - `views[]`: unique ids `[A-Za-z0-9_-]{1,64}`, `width` a positive integer.
+//! - `sessionAction.tool` / `.visibleTool`, `configuration[].optionsTool`,
+//!   `commands[].tool`, `keybindings[].command`, `menus.<location>[].tool`
+//!   name tools declared in `tools[]` (hidden parser tools do not count).
+//! - `configuration[]`: unique non-blank ids; `type` select, boolean,
+//!   string or number; `defaultValue` required and of that type (a select's
+//!   is a string); `optionsTool` only on a select. **A select without
+//!   `optionsTool` is accepted with a warning**: the host then offers only
+//!   its own "Auto" option (whose value is the default), which is a working
+//!   if useless setting, so it does not stop the plugin.
+//! - `keybindings[].key`: see [`key_error`]; duplicates (case and modifier
+//!   order ignored) are errors.
+//! - Unknown top-level fields are kept in `Manifest::extra`; unknown fields
+//!   inside the known objects are ignored.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
@@ -687,10 +729,12 @@ fn build(cx: &mut Cx, mut obj: Map<String, Value>, root: Option<PathBuf>) -> Opt
         if let Some(t) = &visible_tool {
             names_tool(cx, "/sessionAction/visibleTool", t);
         }
+        let icon = cx.opt_str(o, "/sessionAction", "icon");
+        let tooltip = cx.opt_str(o, "/sessionAction", "tooltip");
         Some(SessionAction {
             tool: tool?,
-            icon: cx.opt_str(o, "/sessionAction", "icon"),
-            tooltip: cx.opt_str(o, "/sessionAction", "tooltip"),
+            icon,
+            tooltip,
             visible_tool,
         })
     });

@@ -493,6 +493,10 @@ fn ui_and_view_rules() {
         |v| drop(v["views"][0].as_object_mut().unwrap().remove("entry")),
         "/views/0/entry",
     );
+    assert_error_at(|v| v["views"][0]["title"] = json!(1), "/views/0/title");
+    assert_error_at(|v| v["views"][0]["icon"] = json!({}), "/views/0/icon");
+    assert_error_at(|v| v["views"] = json!({}), "/views");
+    assert_error_at(|v| v["views"][0] = json!("board"), "/views/0");
     for w in [
         json!(0),
         json!(-5),
@@ -514,7 +518,8 @@ fn session_action_rules() {
         |v| v["sessionAction"]["visibleTool"] = json!("ghost"),
         "/sessionAction/visibleTool",
     );
-    assert_error_at(|v| v["sessionAction"] = json!({}), "/sessionAction/tool");
+    let paths = paths_after(|v| v["sessionAction"] = json!({"icon": 1}));
+    assert_eq!(paths, ["/sessionAction/tool", "/sessionAction/icon"]);
     assert_error_at(
         |v| v["sessionAction"]["tooltip"] = json!(2),
         "/sessionAction/tooltip",
@@ -571,6 +576,26 @@ fn configuration_rules() {
         |v| v["configuration"][0]["label"] = json!(1),
         "/configuration/0/label",
     );
+    assert_error_at(
+        |v| v["configuration"][0]["description"] = json!(false),
+        "/configuration/0/description",
+    );
+    assert_error_at(
+        |v| v["configuration"][0]["id"] = json!(""),
+        "/configuration/0/id",
+    );
+    assert_error_at(
+        |v| {
+            drop(
+                v["configuration"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("type"),
+            )
+        },
+        "/configuration/0/type",
+    );
+    assert_error_at(|v| v["configuration"] = json!({}), "/configuration");
     // A select without optionsTool: valid, with a warning.
     let d = folder();
     let mut v = base();
@@ -658,6 +683,31 @@ fn command_keybinding_and_menu_rules() {
         "/menus/session~1context",
     );
     assert_error_at(|v| v["menus"] = json!([]), "/menus");
+    assert_error_at(
+        |v| v["menus"]["session/context"][0]["title"] = json!(1),
+        "/menus/session~1context/0/title",
+    );
+    assert_error_at(
+        |v| v["commands"][0]["title"] = json!([]),
+        "/commands/0/title",
+    );
+    assert_error_at(
+        |v| v["keybindings"][0]["key"] = json!(4),
+        "/keybindings/0/key",
+    );
+    assert_error_at(
+        |v| {
+            drop(
+                v["keybindings"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("command"),
+            )
+        },
+        "/keybindings/0/command",
+    );
+    assert_error_at(|v| v["keybindings"] = json!("mod+d"), "/keybindings");
+    assert_error_at(|v| v["commands"] = json!({}), "/commands");
     assert_error_at(|v| v["menus"][""] = json!([]), "/menus/");
 }
 
