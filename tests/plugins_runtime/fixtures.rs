@@ -167,6 +167,15 @@ fn the_default_store_is_the_install_apis_plugins_dir() {
     host.call_tool(id, "list_modes", json!({}), CallOptions::default())
         .unwrap();
     let pid = host.running_pid(id).unwrap();
+    // A re-install of the same version is an update: reload unloads it.
+    host.reload().unwrap();
+    assert_eq!(host.running_pid(id), Some(pid), "nothing changed");
+    install::install_from(&dir, &fixture("full")).unwrap();
+    host.reload().unwrap();
+    assert!(wait_dead(pid, Duration::from_secs(3)));
+    host.call_tool(id, "list_modes", json!({}), CallOptions::default())
+        .unwrap();
+    let pid = host.running_pid(id).unwrap();
     // Uninstall + reload: the running instance is unloaded, the id is gone.
     install::uninstall(&dir, id, false).unwrap();
     host.reload().unwrap();

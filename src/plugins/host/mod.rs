@@ -418,10 +418,23 @@ pub(crate) struct PluginSlot {
     entry: Mutex<StoredPlugin>,
     /// Set by the crash-loop breaker.
     breaker: Mutex<Option<String>>,
+    /// Identity of the plugin's files when last loaded.
+    files: Mutex<Option<FilesId>>,
     crashes: Mutex<VecDeque<Instant>>,
     /// The running instance; the async lock serialises starts.
     pub instance: Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>,
     pub counters: Counters,
+}
+
+/// (root folder inode, main file inode, its size and mtime in ns).
+type FilesId = (u64, u64, u64, i128);
+
+fn files_id(m: &Manifest) -> Option<FilesId> {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata(&m.root).ok()?;
+    let main = std::fs::metadata(&m.main_path).ok()?;
+    let mtime = main.mtime() as i128 * 1_000_000_000 + main.mtime_nsec() as i128;
+    Some((root.ino(), main.ino(), main.size(), mtime))
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -434,6 +447,7 @@ impl PluginSlot {
             id: entry.manifest.id.clone(),
             entry: Mutex::new(entry),
             breaker: Mutex::new(None),
+            files: Mutex::new(None),
             crashes: Mutex::new(VecDeque::new()),
             instance: Arc::new(tokio::sync::Mutex::new(None)),
             counters: Counters::default(),
@@ -633,28 +647,44 @@ impl PluginHost {
     /// forgotten, a plugin whose files changed (update, re-install) or that
     /// was disabled is unloaded (the next call starts the new version).
     pub fn reload(&self) -> Result<()> {
-        let listed = self.shared.store.list()?;
+        let listed: Vec<(StoredPlugin, Option<FilesId>)> = self
+            .shared
+            .store
+            .list()?
+            .into_iter()
+            .map(|p| {
+                let id = files_id(&p.manifest);
+                (p, id)
+            })
+            .collect();
         let mut to_unload = Vec::new();
         {
             let mut plugins = lock(&self.shared.plugins);
             let mut seen = std::collections::HashSet::new();
-            for p in listed {
+            for (p, files) in listed {
                 let id = p.manifest.id.clone();
                 seen.insert(id.clone());
                 match plugins.get(&id) {
                     Some(slot) => {
                         let mut entry = lock(&slot.entry);
+                        let mut known = lock(&slot.files);
                         let old = &entry.manifest;
+                        // A re-install renames a new folder in (new inode),
+                        // even for the same version; an edit changes main.
                         let changed = old.version != p.manifest.version
                             || old.root != p.manifest.root
-                            || old.main_path != p.manifest.main_path;
+                            || old.main_path != p.manifest.main_path
+                            || *known != files;
                         if changed || !p.enabled {
                             to_unload.push(slot.clone());
                         }
                         *entry = p;
+                        *known = files;
                     }
                     None => {
-                        plugins.insert(id, Arc::new(PluginSlot::new(p)));
+                        let slot = PluginSlot::new(p);
+                        *lock(&slot.files) = files;
+                        plugins.insert(id, Arc::new(slot));
                     }
                 }
             }
