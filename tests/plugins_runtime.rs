@@ -437,6 +437,10 @@ fn host_requests_are_always_answered() {
         assert_eq!(seen.len(), 1, "no handler call without the permission");
         assert_eq!(seen[0].plugin_id, "test.notify");
         assert_eq!(seen[0].params["title"], "3 todos");
+        let j = seen[0].to_json();
+        assert_eq!(j["plugin"], "test.notify");
+        assert_eq!(j["capability"], "show_notification");
+        assert_eq!(j["id"], seen[0].id);
     }
     // Unknown capability.
     let d = host_call("test.basic", "teleport", json!({}));

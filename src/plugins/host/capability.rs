@@ -26,6 +26,14 @@ pub struct HostRequest {
     pub params: Value,
 }
 
+impl HostRequest {
+    /// `{id, plugin, capability, params}` (what a pull-mode host receives).
+    pub fn to_json(&self) -> Value {
+        json!({"id": self.id, "plugin": self.plugin_id, "capability": self.capability,
+            "params": self.params})
+    }
+}
+
 /// A handler's immediate outcome.
 pub enum HostAnswer {
     /// The answer now: `Ok(result)` or `Err(message)` (→ `host_error`).
