@@ -1063,3 +1063,60 @@ setInterval(() => {}, 1000);
     );
     t.finish();
 }
+
+#[test]
+fn closed_channel_and_noisy_output() {
+    let plugins = Plugins::new("noisy");
+    plugins.add(
+        "test.noisy",
+        json!({"tools": [tool("noise"), tool("leave")]}),
+        r#"
+process.on('message', (m) => {
+  if (!m || m.type !== 'call_tool') return;
+  if (m.toolName === 'noise') {
+    const chunk = 'o'.repeat(1 << 16) + '\n';
+    for (let i = 0; i < 64; i++) { process.stdout.write(chunk); process.stderr.write('e' + chunk); }
+    process.stderr.write('LAST LINE\n');
+    return reply(m, text('noisy'));
+  }
+  // Closes its IPC channel but keeps running.
+  process.disconnect();
+  setInterval(() => {}, 1000);
+});
+"#,
+    );
+    let t = TestHost::new(plugins, json!({}));
+    assert_eq!(
+        text_of(&t.call_ok("test.noisy", "noise", json!({}))),
+        "noisy"
+    );
+    let pid = t.host.running_pid("test.noisy").unwrap();
+    let start = Instant::now();
+    let (k, e) = kind(t.call("test.noisy", "leave", json!({})));
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(k, ErrorKind::Protocol, "{e}");
+    assert!(
+        e.message.contains("closed its IPC channel"),
+        "{}",
+        e.message
+    );
+    assert!(wait_dead(pid, Duration::from_secs(3)));
+    // The stderr tail is bounded and ends with the last output.
+    let PluginEvent::Exit {
+        stderr_tail: tail, ..
+    } = t.wait_event("exit", |e| matches!(e, PluginEvent::Exit { .. }))
+    else {
+        unreachable!()
+    };
+    assert!(tail.len() <= 8192, "{}", tail.len());
+    assert!(
+        tail.ends_with("LAST LINE"),
+        "{:?}",
+        &tail[tail.len().saturating_sub(40)..]
+    );
+    t.finish();
+}
