@@ -229,8 +229,17 @@ fn slow_plugin_times_out_but_is_kept() {
     let again = t.call_ok("test.basic", "echo", json!({})).details.unwrap()["pid"].clone();
     assert_eq!(pid, again, "a responsive plugin is kept");
     // Its late answer is counted, not delivered anywhere.
-    std::thread::sleep(Duration::from_millis(1400));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.stat("test.basic", "lateReplies") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            t.host.stats("test.basic").unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(t.stat("test.basic", "lateReplies"), 1);
+    assert_eq!(t.stat("test.basic", "unknownReplies"), 0);
     assert_eq!(t.stat("test.basic", "timeouts"), 1);
     t.finish();
 }

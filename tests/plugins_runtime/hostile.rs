@@ -135,14 +135,24 @@ fn lying_fixtures_are_ignored_and_counted() {
         let out = t.call_ok(&w, "answer", json!({}));
         assert!(text_of(&out).starts_with("right answer for "), "{out:?}");
     }
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        t.stat(&w, "unknownReplies") >= 4,
+    // Per call: the made-up id twice; from the 2nd call on, the previous
+    // call's id (settled); after the answer, a duplicate result and a
+    // tool_error for the settled id.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.stat(&w, "unknownReplies") < 4 || t.stat(&w, "duplicateReplies") < 5 {
+        assert!(Instant::now() < deadline, "{}", t.host.stats(&w).unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        t.stat(&w, "unknownReplies"),
+        4,
         "{}",
         t.host.stats(&w).unwrap()
     );
-    assert!(
-        t.stat(&w, "duplicateReplies") >= 2,
+    assert_eq!(
+        t.stat(&w, "duplicateReplies"),
+        5,
         "{}",
         t.host.stats(&w).unwrap()
     );
