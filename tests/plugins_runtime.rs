@@ -1129,3 +1129,33 @@ process.on('message', (m) => {
     );
     t.finish();
 }
+
+#[test]
+fn a_crashing_background_plugin_is_restarted_with_backoff_then_disabled() {
+    let plugins = Plugins::new("restart");
+    plugins.add(
+        "test.bg",
+        json!({"tools": [tool("x")], "activationEvents": ["onStartupFinished"]}),
+        "setTimeout(() => { console.error('bg crash'); process.exit(1); }, 150);\nsetInterval(() => {}, 1000);",
+    );
+    let t = TestHost::new(
+        plugins,
+        json!({"restartBackoffMs": 100, "crashLoopMaxExits": 3}),
+    );
+    assert!(t.host.startup_finished()[0].1.is_ok());
+    t.wait_event("disabled", |e| matches!(e, PluginEvent::Disabled { .. }));
+    let starts = t
+        .events()
+        .iter()
+        .filter(|e| matches!(e, PluginEvent::Started { .. }))
+        .count();
+    assert_eq!(starts, 3, "{:?}", t.events());
+    // Disabled: no further restart.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(t.stat("test.bg", "starts"), 3);
+    assert_eq!(
+        kind(t.call("test.bg", "x", json!({}))).0,
+        ErrorKind::Disabled
+    );
+    t.finish();
+}
