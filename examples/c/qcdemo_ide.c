@@ -266,28 +266,30 @@ static char *unescape_text(const char *s, size_t *out_len)
 
 /* ---- stdin commands (demo_cmd_fn: ctx is the ide_demo) */
 
+/* A library call that takes the companion and one string. */
+typedef qc_status (*companion_str_fn)(qc_companion *c, const char *s, char **error);
+
+/* `VERB ARG` with ARG required: fn(companion, ARG). Returns 1 when it
+ * succeeded (else an error event was printed). */
+static int call_with_arg(ide_demo *d, const char *verb, const char *arg, const char *usage, companion_str_fn fn)
+{
+    char *err = NULL;
+    return require_arg(verb, arg, usage) && check_status(verb, fn(d->companion, arg, &err), &err);
+}
+
 static void cmd_open(void *ctx, const char *verb, char *arg)
 {
-    ide_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "PATH"))
-        check_status(verb, qc_companion_file_opened(d->companion, arg, &err), &err);
+    call_with_arg(ctx, verb, arg, "PATH", qc_companion_file_opened);
 }
 
 static void cmd_focus(void *ctx, const char *verb, char *arg)
 {
-    ide_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "PATH"))
-        check_status(verb, qc_companion_file_focused(d->companion, arg, &err), &err);
+    call_with_arg(ctx, verb, arg, "PATH", qc_companion_file_focused);
 }
 
 static void cmd_close(void *ctx, const char *verb, char *arg)
 {
-    ide_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "PATH"))
-        check_status(verb, qc_companion_file_closed(d->companion, arg, &err), &err);
+    call_with_arg(ctx, verb, arg, "PATH", qc_companion_file_closed);
 }
 
 static void cmd_cursor(void *ctx, const char *verb, char *arg)
@@ -321,10 +323,7 @@ static void cmd_select(void *ctx, const char *verb, char *arg)
 
 static void cmd_context(void *ctx, const char *verb, char *arg)
 {
-    ide_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "JSON"))
-        check_status(verb, qc_companion_set_context_json(d->companion, arg, &err), &err);
+    call_with_arg(ctx, verb, arg, "JSON", qc_companion_set_context_json);
 }
 
 static void cmd_workspace(void *ctx, const char *verb, char *arg)
@@ -396,20 +395,14 @@ static void cmd_accept_from(void *ctx, const char *verb, char *arg)
 static void cmd_reject(void *ctx, const char *verb, char *arg)
 {
     ide_demo *d = ctx;
-    char *err = NULL;
-    if (!require_arg(verb, arg, "PATH"))
-        return;
-    if (check_status(verb, qc_companion_diff_reject(d->companion, arg, &err), &err))
+    if (call_with_arg(d, verb, arg, "PATH", qc_companion_diff_reject))
         diff_remove(&d->diffs, arg);
 }
 
 static void cmd_closed(void *ctx, const char *verb, char *arg)
 {
     ide_demo *d = ctx;
-    char *err = NULL;
-    if (!require_arg(verb, arg, "PATH"))
-        return;
-    if (check_status(verb, qc_companion_diff_closed(d->companion, arg, &err), &err))
+    if (call_with_arg(d, verb, arg, "PATH", qc_companion_diff_closed))
         diff_remove(&d->diffs, arg);
 }
 

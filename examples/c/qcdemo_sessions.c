@@ -89,18 +89,23 @@ static const member_map receipt_members[] = {
 static const member_map ready_members[] = {
     {"record", "recordPath"}, {"sessionId", "sessionId"}, {"ref", "ref"}, {"name", "name"}, {"ipcPath", "ipcPath"}};
 
-/* A delivered message: {"event":"message","origin","controller"?,"frame"}. */
-static void sess_on_message(void *user_data, const char *json)
+/* Print {"event":EVENT,<the members of obj that map lists>} from a callback. */
+static void sess_emit_event(sess_demo *d, const char *event, jspan obj, const member_map *map, size_t n)
 {
-    sess_demo *d = user_data;
-    jspan doc = js_doc(json);
     sbuf line = {0};
 
-    sb_puts(&line, "{\"event\":\"message\"");
-    sb_copy_members(&line, doc, message_members, COUNT_OF(message_members));
+    sb_puts(&line, "{\"event\":");
+    sb_json_str(&line, event);
+    sb_copy_members(&line, obj, map, n);
     sb_putc(&line, '}');
     sess_emit(d, &line);
     sb_free(&line);
+}
+
+/* A delivered message: {"event":"message","origin","controller"?,"frame"}. */
+static void sess_on_message(void *user_data, const char *json)
+{
+    sess_emit_event(user_data, "message", js_doc(json), message_members, COUNT_OF(message_members));
 }
 
 /* The hold buffer changed: one "held" event per message not reported yet. */
@@ -120,14 +125,8 @@ static void sess_on_held(void *user_data, const char *json)
             continue;
         for (i = 0; i < d->held_n && !known; i++)
             known = strcmp(d->held_ids[i], id) == 0;
-        if (!known) {
-            sbuf line = {0};
-            sb_puts(&line, "{\"event\":\"held\"");
-            sb_copy_members(&line, e, held_members, COUNT_OF(held_members));
-            sb_putc(&line, '}');
-            sess_emit(d, &line);
-            sb_free(&line);
-        }
+        if (!known)
+            sess_emit_event(d, "held", e, held_members, COUNT_OF(held_members));
         now = xrealloc(now, (now_n + 1) * sizeof *now);
         now[now_n++] = id;
     }
@@ -144,16 +143,11 @@ static void sess_on_receipt(void *user_data, const char *json)
 {
     sess_demo *d = user_data;
     jspan doc = js_doc(json);
-    sbuf line = {0};
     char *status = js_get_str(doc, "status");
     int final = status != NULL && strcmp(status, "pending") != 0 && strcmp(status, "held") != 0;
 
     free(status);
-    sb_puts(&line, "{\"event\":\"receipt\"");
-    sb_copy_members(&line, doc, receipt_members, COUNT_OF(receipt_members));
-    sb_putc(&line, '}');
-    sess_emit(d, &line);
-    sb_free(&line);
+    sess_emit_event(d, "receipt", doc, receipt_members, COUNT_OF(receipt_members));
     if (final && d->one_shot) {
         pthread_mutex_lock(&out_lock);
         d->finished = 1;
@@ -378,20 +372,23 @@ static void sess_cmd_send(void *ctx, const char *verb, char *arg)
     sess_send(d, arg, sp + 1, strlen(sp + 1), mode, 0);
 }
 
+/* release MSGID | deny MSGID: the user's decision on a held message. */
+static void sess_decide(sess_demo *d, const char *verb, const char *msg_id,
+                        qc_status (*decide)(qc_participant *p, const char *msg_id, char **error))
+{
+    char *err = NULL;
+    if (require_arg(verb, msg_id, "MSGID"))
+        check_status(verb, decide(d->p, msg_id, &err), &err);
+}
+
 static void sess_cmd_release(void *ctx, const char *verb, char *arg)
 {
-    sess_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "MSGID"))
-        check_status(verb, qc_participant_release(d->p, arg, &err), &err);
+    sess_decide(ctx, verb, arg, qc_participant_release);
 }
 
 static void sess_cmd_deny(void *ctx, const char *verb, char *arg)
 {
-    sess_demo *d = ctx;
-    char *err = NULL;
-    if (require_arg(verb, arg, "MSGID"))
-        check_status(verb, qc_participant_deny(d->p, arg, &err), &err);
+    sess_decide(ctx, verb, arg, qc_participant_deny);
 }
 
 /*
