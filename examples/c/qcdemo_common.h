@@ -165,10 +165,12 @@ void setup_signals(sigset_t *wait_mask);
 /* If a stop signal arrived, say so on stderr ("qcdemo: signal N, stopping"). */
 void report_stop_signal(void);
 /*
- * Read commands from stdin, one per line, and run each with the handler of
- * its verb in cmds[0..ncmds) (ctx passed on; an unknown verb is an error
- * event; blank lines and '#' comments are skipped) until EOF, the command
- * `stop` or a stop signal.
+ * Read commands from stdin, one per line (any length; a final '\r' is
+ * dropped; an unterminated last line still runs), and run each with the
+ * handler of its verb in cmds[0..ncmds), ctx passed on, until EOF, the
+ * command `stop` (built in: a table needs no row for it) or a stop signal.
+ * Blank lines and '#' comments are skipped; an unknown verb or a line with
+ * a NUL byte is an error event.
  */
 void command_loop(const sigset_t *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx);
 
