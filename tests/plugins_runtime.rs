@@ -936,7 +936,7 @@ fn start_timeout_electron_flag_and_logs() {
         json!({"tools": [tool("env")]}),
         r#"
 const t0 = Date.now();
-while (Date.now() - t0 < Number(process.env.QC_NEVER || 1500)) {}
+while (Date.now() - t0 < Number(process.env.QC_NEVER || 5000)) {}
 process.on('message', (m) => {
   if (m && m.type === 'call_tool') reply(m, text('ok'), { env: process.env, waited: Date.now() - t0 });
 });
@@ -945,7 +945,9 @@ process.on('message', (m) => {
     plugins.add("test.basic", basic_manifest(json!({})), BASIC);
     let t = TestHost::new(
         plugins,
-        json!({"startTimeoutMs": 300, "nodeIsElectron": true}),
+        // Long enough for node's own start on a loaded machine, far below
+        // the slow plugin's 5 s of synchronous work.
+        json!({"startTimeoutMs": 1500, "nodeIsElectron": true}),
     );
     let logs = Arc::new(Mutex::new(Vec::<String>::new()));
     let l2 = logs.clone();
@@ -955,7 +957,7 @@ process.on('message', (m) => {
     let (k, e) = kind(t.call("test.slowstart", "env", json!({})));
     assert_eq!(k, ErrorKind::Timeout);
     assert!(
-        e.message.contains("did not start within 300 ms"),
+        e.message.contains("did not start within 1500 ms"),
         "{}",
         e.message
     );
@@ -971,10 +973,10 @@ process.on('message', (m) => {
     drop(t.host);
     let plugins = t.plugins;
     // With a long enough start timeout the same plugin works.
-    let t = TestHost::new(plugins, json!({"startTimeoutMs": 8000}));
+    let t = TestHost::new(plugins, json!({"startTimeoutMs": 15000}));
     let out = t.call_ok("test.slowstart", "env", json!({}));
     let d = out.details.unwrap();
-    assert!(d["waited"].as_u64().unwrap() >= 1500);
+    assert!(d["waited"].as_u64().unwrap() >= 5000);
     assert!(d["env"].get("ELECTRON_RUN_AS_NODE").is_none());
     t.finish();
 }

@@ -351,31 +351,9 @@ impl Created {
 /// The plugins directory must be a real directory (not a symlink) of ours.
 /// Its mode is made 0700 only once an install succeeds.
 pub(crate) fn check_plugins_dir(dir: &Path) -> Result<(), InstallError> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = fs::symlink_metadata(dir)
-        .map_err(|e| InstallError::io(&format!("stat {}", dir.display()), e))?;
-    if !meta.file_type().is_dir() {
-        return Err(InstallError::new(
-            codes::IO,
-            format!(
-                "the plugins directory {} is not a directory (symlinks are refused)",
-                dir.display()
-            ),
-        ));
-    }
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    if meta.uid() != uid {
-        return Err(InstallError::new(
-            codes::IO,
-            format!(
-                "the plugins directory {} belongs to uid {}, not to us ({uid})",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    Ok(())
+    crate::shared::fs::check_owned_dir(dir)
+        .map(|_| ())
+        .map_err(|e| InstallError::new(codes::IO, format!("the plugins directory: {}", e.message)))
 }
 
 /// Creates `dir` (and missing parents, 0700) and tells whether it did.

@@ -113,6 +113,16 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::io(&format!("create {}", dir.display()), e)),
     }
+    let meta = check_owned_dir(dir)?;
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::io(&format!("chmod 0700 {}", dir.display()), e))?;
+    }
+    Ok(())
+}
+
+/// `dir` is a real directory (not a symlink) owned by us; returns its metadata.
+pub fn check_owned_dir(dir: &Path) -> Result<fs::Metadata> {
     let meta =
         fs::symlink_metadata(dir).map_err(|e| Error::io(&format!("stat {}", dir.display()), e))?;
     if meta.file_type().is_symlink() || !meta.is_dir() {
@@ -136,11 +146,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
             ),
         ));
     }
-    if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(|e| Error::io(&format!("chmod 0700 {}", dir.display()), e))?;
-    }
-    Ok(())
+    Ok(meta)
 }
 
 /// How [`write_atomic`] writes.

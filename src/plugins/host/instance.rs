@@ -321,16 +321,7 @@ fn tool_result(msg: &Value) -> Reply {
     }
 }
 
-pub(crate) fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use crate::plugins::manifest::json_kind as kind_of;
 
 fn tool_error(msg: &Value) -> Reply {
     let text = match msg.get("message") {

@@ -300,7 +300,8 @@ fn at(base: &str, i: usize) -> String {
     format!("{base}/{i}")
 }
 
-fn json_kind(v: &Value) -> &'static str {
+/// How a JSON value is named in messages ("a string", "an array", …).
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
