@@ -390,8 +390,7 @@ pub fn edit_text(original: &str, name: &str, entry: Option<&Value>) -> Result<Ed
     let servers_prop = top
         .properties()
         .into_iter()
-        .filter(|p| p.decoded_name().as_deref() == Some(MCP_SERVERS))
-        .next_back();
+        .rfind(|p| p.decoded_name().as_deref() == Some(MCP_SERVERS));
     match servers_prop {
         None => {
             // Only an add gets here: a remove without mcpServers returned above.
