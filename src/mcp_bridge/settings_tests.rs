@@ -419,3 +419,28 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn strip_comments_matches_qwens_strip_json_comments() {
+    // Outputs of the strip-json-comments bundled in Qwen Code 0.24.4.
+    let cases = [
+        (
+            "{ // x\n  /* a\n b */ \"k\": 1 }",
+            "{     \n      \n      \"k\": 1 }",
+        ),
+        ("{\"a\": 1} /* never closed", "{\"a\": 1}                "),
+        (
+            "{\"p\": \"C:\\\\dir\\\\\", /* a \"s\" */ \"n\": 1}",
+            "{\"p\": \"C:\\\\dir\\\\\",             \"n\": 1}",
+        ),
+        (
+            "{\"u\": \"http://x/*y*/\"} // tail\r\n",
+            "{\"u\": \"http://x/*y*/\"}        \r\n",
+        ),
+        ("{\"a\": \"\\\"//not\"} //c", "{\"a\": \"\\\"//not\"}    "),
+        ("// only\r\n{}\r\n", "       \r\n{}\r\n"),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(strip_comments(input), expected, "{input:?}");
+    }
+}
