@@ -7,6 +7,7 @@ pub mod ffi;
 pub mod host;
 pub mod ide;
 pub mod loopback;
+pub mod mcp_bridge;
 pub mod panics;
 pub mod plugins;
 pub mod runtime;

@@ -1,0 +1,24 @@
+//! Plugin tools for Qwen Code through an MCP server: the parts that do not
+//! need the running plugin host.
+//!
+//! Every enabled plugin's model-visible tools are to be served as MCP tools
+//! by a second loopback MCP server, which Qwen Code reaches through an entry
+//! in the `mcpServers` object of its `settings.json`. This module holds:
+//!
+//! - [`settings`]: add and remove our `mcpServers` entry in the user's or the
+//!   project's `settings.json`, keeping every comment, key and byte of
+//!   formatting around it, refusing files Qwen Code itself cannot read.
+//! - [`naming`]: the MCP tool names of plugin tools — readable, unique,
+//!   already valid under the CLI's naming rules (so it never hashes them),
+//!   mapped back exactly to (plugin id, tool name).
+//! - [`schema`]: a plugin tool as the CLI wants it in `tools/list`
+//!   (`inputSchema`, description, title, conservative annotations), and a
+//!   per-tool check mirroring the CLI's own `tools/list` validation, so one
+//!   bad tool is left out instead of the CLI dropping the whole server.
+//!
+//! How the entry reaches the server (a `${VAR}` URL or a stdio bridge) is
+//! decided in `docs/mcp-registration.md`.
+
+pub mod naming;
+pub mod schema;
+pub mod settings;
