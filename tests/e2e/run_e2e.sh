@@ -533,47 +533,6 @@ if [ -n "$KEEPALIVE_S" ]; then
   fi
 fi
 
-# quit: the CLI leaves promptly.
-CUR_CHECK=quit
-T0=$(date +%s%N)
-WATCH_QWEN=0
-if [ "$MODE" = tui ]; then
-  tmux_quit e2e
-  if wait_until test -s "$RUN/qwen_tui.rc"; then
-    QRC=$(cat "$RUN/qwen_tui.rc")
-    if [ "$QRC" = 0 ]; then pass quit "/quit exited in $(since "$T0")s"; else fail quit "qwen exited with status $QRC"; fi
-  else
-    fail quit "qwen did not exit after /quit ($WHY)"
-  fi
-  capture_panes final 200
-else
-  close_peer qwen_sj
-  if wait_until eval '! proc_alive "$QWEN_PID"'; then
-    wait "$QWEN_PID"; QRC=$?
-    if [ "$QRC" = 0 ]; then pass quit "qwen exited after stdin closed ($(since "$T0")s)"; else fail quit "qwen exited with status $QRC"; fi
-  else
-    fail quit "qwen did not exit after its stdin closed ($WHY)"
-  fi
-fi
-
-if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
-  if [ "${D_OK:-0}" != 1 ]; then
-    fail d-cli-accept "not completed"
-  elif grep -qF "Invalid JSON in closeDiff response" "$DEBUG_LOG"; then
-    fail d-cli-accept "qwen could not parse the closeDiff reply: $(grep -F 'Invalid JSON in closeDiff response' "$DEBUG_LOG" | tail -n 1 | short)"
-  elif grep -qE "Request for closeDiff .* failed" "$DEBUG_LOG"; then
-    fail d-cli-accept "closeDiff failed: $(grep -E 'Request for closeDiff .* failed' "$DEBUG_LOG" | tail -n 1 | short)"
-  else
-    N_CLOSE=$(count_json "$RUN/demo.out" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH")
-    if [ "$N_CLOSE" != 1 ]; then
-      # IdeClient.disconnect() re-sends closeDiff for diffs whose closeDiff never returned.
-      fail d-cli-accept "closeDiff for $HOLD_PATH was requested $N_CLOSE times (reply lost or late?)"
-    else
-      pass d-cli-accept "closeDiff answered with a reply qwen accepted; proposed content written"
-    fi
-  fi
-fi
-
 # stream-drop: a network hiccup resets every connection qwen has to the IDE server (its
 # SSE stream included). qwen's MCP transport re-opens the stream (with Last-Event-ID) after
 # the server's retry hint; the server kept the session through its grace period, so the
@@ -623,6 +582,47 @@ demo_cmd "focus $OTHER"
 demo_cmd "cursor 1 3"
 demo_cmd "select $LIVE_TOKEN"
 sleep 0.5
+
+# quit: the CLI leaves promptly.
+CUR_CHECK=quit
+T0=$(date +%s%N)
+WATCH_QWEN=0
+if [ "$MODE" = tui ]; then
+  tmux_quit e2e
+  if wait_until test -s "$RUN/qwen_tui.rc"; then
+    QRC=$(cat "$RUN/qwen_tui.rc")
+    if [ "$QRC" = 0 ]; then pass quit "/quit exited in $(since "$T0")s"; else fail quit "qwen exited with status $QRC"; fi
+  else
+    fail quit "qwen did not exit after /quit ($WHY)"
+  fi
+  capture_panes final 200
+else
+  close_peer qwen_sj
+  if wait_until eval '! proc_alive "$QWEN_PID"'; then
+    wait "$QWEN_PID"; QRC=$?
+    if [ "$QRC" = 0 ]; then pass quit "qwen exited after stdin closed ($(since "$T0")s)"; else fail quit "qwen exited with status $QRC"; fi
+  else
+    fail quit "qwen did not exit after its stdin closed ($WHY)"
+  fi
+fi
+
+if [ "$MODE" = tui ] && [ "${RESULT[d-cli-accept]:-}" = "" ]; then
+  if [ "${D_OK:-0}" != 1 ]; then
+    fail d-cli-accept "not completed"
+  elif grep -qF "Invalid JSON in closeDiff response" "$DEBUG_LOG"; then
+    fail d-cli-accept "qwen could not parse the closeDiff reply: $(grep -F 'Invalid JSON in closeDiff response' "$DEBUG_LOG" | tail -n 1 | short)"
+  elif grep -qE "Request for closeDiff .* failed" "$DEBUG_LOG"; then
+    fail d-cli-accept "closeDiff failed: $(grep -E 'Request for closeDiff .* failed' "$DEBUG_LOG" | tail -n 1 | short)"
+  else
+    N_CLOSE=$(count_json "$RUN/demo.out" --eq event=diff_close_requested --eq "filePath=$HOLD_PATH")
+    if [ "$N_CLOSE" != 1 ]; then
+      # IdeClient.disconnect() re-sends closeDiff for diffs whose closeDiff never returned.
+      fail d-cli-accept "closeDiff for $HOLD_PATH was requested $N_CLOSE times (reply lost or late?)"
+    else
+      pass d-cli-accept "closeDiff answered with a reply qwen accepted; proposed content written"
+    fi
+  fi
+fi
 
 # In Sublime a diff view takes the focus, and closing it gives the focus to another tab
 # (the stub: the last one, src/main.rs); the user goes back to README.md, which still has
