@@ -366,8 +366,11 @@ async fn accept_loop(
             }
         };
         let Some((id, proven, kill)) = table.admit(limits.max_connections) else {
+            // Counted before the answer goes out, so a client that saw its
+            // 503 also sees it in the counters.
+            let due = table.refusal_to_log();
             refuse(stream);
-            if let Some(n) = table.refusal_to_log() {
+            if let Some(n) = due {
                 logger.warn(|| {
                     format!(
                         "refused {n} connection(s): all {} slots hold authenticated clients",
