@@ -22,6 +22,9 @@
 //! - [`host`]: the plugin host itself: `call_tool`, `host_request`, lifecycle.
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
 
+pub mod host;
 pub mod install;
+pub mod ipc;
 pub mod manifest;
 pub mod pdf;
+pub mod process;

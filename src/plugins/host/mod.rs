@@ -1,0 +1,1010 @@
+//! The plugin host: runs installed plugins' Node children on demand, calls
+//! their tools (`call_tool`), answers their `host_request`s with the
+//! embedding host's capabilities, forwards their `ui_push`es, and keeps a
+//! misbehaving plugin from hurting anything but its own calls.
+//!
+//! [`PluginHost`] is the Rust API (sync entry points plus `_async` twins;
+//! `Send + Sync`); events reach the embedding host through one sink closure
+//! ([`PluginHost::set_event_sink`]), never called while a library lock is
+//! held.
+//!
+//! ## Protocol (plugin format of the desktop app)
+//! host → plugin `{type:"call_tool", requestId, toolName, params,
+//! context:{cwd, config?}}`; plugin → host `tool_result {requestId, content
+//! (array), details?}` / `tool_error {requestId, message}`; plugin → host
+//! `host_request {requestId, capability, params}` answered with
+//! `host_response {requestId, result}` / `host_error {requestId, message}`;
+//! plugin → host `ui_push {channel, payload}`.
+//!
+//! ## Decisions
+//! - Lazy start: a plugin runs from its first call (or `startup_finished()`
+//!   for `onStartupFinished`). A start is done when Node's event loop answers
+//!   a `NODE_HANDLE` probe (Node itself answers `NODE_HANDLE_NACK` to one
+//!   without an fd), within `startTimeoutMs`.
+//! - Timeout: the call fails `timeout`, then the same probe tells a plugin
+//!   that is merely slow (kept) from one whose event loop is stuck (killed
+//!   with its descendants; the next call starts a fresh one).
+//! - Crash-loop breaker: `crashLoopMaxExits` (3) unexpected exits within
+//!   `crashLoopWindowMs` (60 s) disable the plugin in memory: calls are
+//!   refused as `disabled` without a spawn until [`PluginHost::enable`]. Not
+//!   persisted on purpose: the user's own enabled flag stays the user's; an
+//!   IDE restart gives the plugin a fresh chance.
+//! - Exits we cause (unload, kill after a timeout or an oversized message)
+//!   are `expected` and never count as crashes.
+
+mod calls;
+mod capability;
+mod instance;
+mod store;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result, Status};
+use crate::host::{LogFn, LogLevel, Slot};
+use crate::plugins::ipc::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::plugins::manifest::Manifest;
+use crate::plugins::process::{ExitInfo, Spawner};
+use crate::runtime::{self, RuntimeRef};
+
+pub use calls::{CallOptions, ParsedDocument, ToolOutput};
+pub use capability::{CapabilityFn, HostAnswer, HostRequest};
+use instance::Instance;
+pub use store::DirStore;
+
+/// Plugin host configuration (a JSON object; every field optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Default `<qwen_home>/companion/plugins`.
+    #[serde(default)]
+    pub plugins_dir: Option<PathBuf>,
+    /// The node binary: a path or a name looked up in PATH (default `node`).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The `node` binary is an Electron runtime (`ELECTRON_RUN_AS_NODE=1`).
+    #[serde(default)]
+    pub node_is_electron: bool,
+    /// Default per-call timeout (30000; 50 ..= 3600000).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// Largest message from a plugin in bytes (16 MiB; at least 1024).
+    #[serde(default)]
+    pub max_message_bytes: Option<usize>,
+    /// Longest a start may take until Node's event loop answers (10000).
+    #[serde(default)]
+    pub start_timeout_ms: Option<u64>,
+    /// Grace after closing the channel, and after SIGTERM (2000).
+    #[serde(default)]
+    pub kill_grace_ms: Option<u64>,
+    /// Liveness probe after a timeout (1000).
+    #[serde(default)]
+    pub probe_timeout_ms: Option<u64>,
+    /// How long a host_request waits for the embedding host (30000).
+    #[serde(default)]
+    pub host_request_timeout_ms: Option<u64>,
+    /// `context.cwd` of calls that give none (default: empty string).
+    #[serde(default)]
+    pub workspace_root: Option<String>,
+    /// Unexpected exits that disable a plugin (3; 0 = never).
+    #[serde(default)]
+    pub crash_loop_max_exits: Option<u32>,
+    /// Window of the crash-loop breaker (60000).
+    #[serde(default)]
+    pub crash_loop_window_ms: Option<u64>,
+}
+
+impl Config {
+    /// Parses the JSON configuration (`None` or empty = defaults).
+    pub fn from_json(json: Option<&str>) -> Result<Config> {
+        match json.map(str::trim) {
+            None | Some("") => Ok(Config::default()),
+            Some(s) => serde_json::from_str(s)
+                .map_err(|e| Error::invalid_json(format!("invalid plugin host config: {e}"))),
+        }
+    }
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub plugins_dir: PathBuf,
+    pub node: String,
+    pub electron: bool,
+    pub call_timeout: Duration,
+    pub max_message_bytes: usize,
+    pub start_timeout: Duration,
+    pub kill_grace: Duration,
+    pub probe_timeout: Duration,
+    pub host_request_timeout: Duration,
+    pub workspace_root: String,
+    pub crash_max: u32,
+    pub crash_window: Duration,
+}
+
+fn ms(v: Option<u64>, default: u64, min: u64, max: u64, name: &str) -> Result<Duration> {
+    let v = v.unwrap_or(default);
+    if v < min || v > max {
+        return Err(Error::invalid_argument(format!(
+            "{name} must be between {min} and {max}"
+        )));
+    }
+    Ok(Duration::from_millis(v))
+}
+
+impl Settings {
+    fn from_config(c: Config) -> Result<Settings> {
+        let plugins_dir = match c.plugins_dir {
+            Some(d) => crate::shared::fs::absolute(&d),
+            None => crate::shared::fs::qwen_home()?
+                .join("companion")
+                .join("plugins"),
+        };
+        let node = c
+            .node
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| "node".into());
+        if node.contains('\0') {
+            return Err(Error::invalid_argument("node contains NUL"));
+        }
+        let max_message_bytes = c.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES);
+        if max_message_bytes < 1024 {
+            return Err(Error::invalid_argument("maxMessageBytes must be >= 1024"));
+        }
+        Ok(Settings {
+            plugins_dir,
+            node,
+            electron: c.node_is_electron,
+            call_timeout: ms(c.call_timeout_ms, 30_000, 50, 3_600_000, "callTimeoutMs")?,
+            max_message_bytes,
+            start_timeout: ms(c.start_timeout_ms, 10_000, 50, 600_000, "startTimeoutMs")?,
+            kill_grace: ms(c.kill_grace_ms, 2_000, 0, 60_000, "killGraceMs")?,
+            probe_timeout: ms(c.probe_timeout_ms, 1_000, 10, 60_000, "probeTimeoutMs")?,
+            host_request_timeout: ms(
+                c.host_request_timeout_ms,
+                30_000,
+                10,
+                3_600_000,
+                "hostRequestTimeoutMs",
+            )?,
+            workspace_root: c.workspace_root.unwrap_or_default(),
+            crash_max: c.crash_loop_max_exits.unwrap_or(3),
+            crash_window: ms(
+                c.crash_loop_window_ms,
+                60_000,
+                1,
+                86_400_000,
+                "crashLoopWindowMs",
+            )?,
+        })
+    }
+}
+
+/// Error kinds of a call, as named in messages and JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    Schema,
+    UnknownTool,
+    Timeout,
+    Exited,
+    Protocol,
+    TooLarge,
+    ToolError,
+    Disabled,
+    NotFound,
+    Host,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Schema => "schema",
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Exited => "exited",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::ToolError => "tool_error",
+            ErrorKind::Disabled => "disabled",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Host => "host",
+        }
+    }
+    /// The C status an FFI layer reports for it.
+    pub fn status(self) -> Status {
+        match self {
+            ErrorKind::Schema => Status::InvalidArgument,
+            ErrorKind::UnknownTool | ErrorKind::NotFound => Status::NotFound,
+            ErrorKind::Disabled => Status::Refused,
+            ErrorKind::Host => Status::Io,
+            _ => Status::Refused,
+        }
+    }
+}
+
+/// A failed call: a kind, a sentence for the user and the details.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// `exited`: how the plugin ended.
+    pub exit: Option<ExitInfo>,
+    /// `exited`: the last lines of its stderr.
+    pub stderr_tail: Option<String>,
+    /// `tool_error`: the plugin's own message.
+    pub plugin_message: Option<String>,
+    /// `schema`: `(instance path, problem)` per error.
+    pub schema_errors: Vec<(String, String)>,
+}
+
+impl CallError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> CallError {
+        CallError {
+            kind,
+            message: message.into(),
+            exit: None,
+            stderr_tail: None,
+            plugin_message: None,
+            schema_errors: Vec::new(),
+        }
+    }
+    pub(crate) fn host(e: Error) -> CallError {
+        CallError::new(ErrorKind::Host, e.message)
+    }
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"kind": self.kind.as_str(), "message": self.message});
+        if let Some(e) = &self.exit {
+            v["exitCode"] = json!(e.code);
+            v["signal"] = json!(e.signal);
+        }
+        if let Some(t) = &self.stderr_tail {
+            v["stderrTail"] = json!(t);
+        }
+        if let Some(m) = &self.plugin_message {
+            v["pluginMessage"] = json!(m);
+        }
+        if !self.schema_errors.is_empty() {
+            v["errors"] = Value::Array(
+                self.schema_errors
+                    .iter()
+                    .map(|(p, m)| json!({"path": p, "message": m}))
+                    .collect(),
+            );
+        }
+        v
+    }
+    /// As a library [`Error`] (status from the kind, message prefixed with it).
+    pub fn into_error(self) -> Error {
+        Error::new(
+            self.kind.status(),
+            format!("{}: {}", self.kind.as_str(), self.message),
+        )
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// What the host tells the embedding host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PluginEvent {
+    Started {
+        plugin: String,
+        pid: i32,
+    },
+    Exit {
+        plugin: String,
+        code: Option<i32>,
+        signal: Option<i32>,
+        /// True when the host ended it (unload, kill after a timeout …).
+        expected: bool,
+        stderr_tail: String,
+    },
+    Disabled {
+        plugin: String,
+        reason: String,
+    },
+    UiPush {
+        plugin: String,
+        channel: String,
+        payload: Value,
+    },
+}
+
+impl PluginEvent {
+    pub fn to_json(&self) -> Value {
+        match self {
+            PluginEvent::Started { plugin, pid } => {
+                json!({"type": "plugin_started", "plugin": plugin, "pid": pid})
+            }
+            PluginEvent::Exit {
+                plugin,
+                code,
+                signal,
+                expected,
+                stderr_tail,
+            } => json!({"type": "plugin_exit", "plugin": plugin, "code": code,
+                "signal": signal, "expected": expected, "stderrTail": stderr_tail}),
+            PluginEvent::Disabled { plugin, reason } => {
+                json!({"type": "plugin_disabled", "plugin": plugin, "reason": reason})
+            }
+            PluginEvent::UiPush {
+                plugin,
+                channel,
+                payload,
+            } => json!({"type": "ui_push", "plugin": plugin, "channel": channel,
+                "payload": payload}),
+        }
+    }
+}
+
+pub type EventSink = dyn Fn(PluginEvent) + Send + Sync;
+
+/// One installed plugin as the store knows it.
+#[derive(Clone)]
+pub struct StoredPlugin {
+    pub manifest: Arc<Manifest>,
+    pub enabled: bool,
+    /// The user's configuration values (`configuration[].id` → value).
+    pub config: Map<String, Value>,
+}
+
+/// Where installed plugins, their enabled flags and configuration values
+/// come from (the plugins directory's `installed/` and `state.json`).
+pub trait PluginStore: Send + Sync {
+    /// Every installed plugin (invalid ones left out).
+    fn list(&self) -> Result<Vec<StoredPlugin>>;
+    fn set_enabled(&self, id: &str, enabled: bool) -> Result<()>;
+    fn set_config_value(&self, id: &str, key: &str, value: Value) -> Result<()>;
+}
+
+/// Counters of one plugin (over all its instances), for debugging and tests.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub starts: AtomicU64,
+    pub unexpected_exits: AtomicU64,
+    pub invalid_lines: AtomicU64,
+    pub unknown_replies: AtomicU64,
+    pub duplicate_replies: AtomicU64,
+    pub late_replies: AtomicU64,
+    pub ignored_messages: AtomicU64,
+    pub internal_messages: AtomicU64,
+    pub fds_closed: AtomicU64,
+    pub host_requests: AtomicU64,
+    pub ui_pushes: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub kills: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    fn to_json(&self) -> Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        json!({
+            "starts": g(&self.starts),
+            "unexpectedExits": g(&self.unexpected_exits),
+            "invalidLines": g(&self.invalid_lines),
+            "unknownReplies": g(&self.unknown_replies),
+            "duplicateReplies": g(&self.duplicate_replies),
+            "lateReplies": g(&self.late_replies),
+            "ignoredMessages": g(&self.ignored_messages),
+            "internalMessages": g(&self.internal_messages),
+            "fdsClosed": g(&self.fds_closed),
+            "hostRequests": g(&self.host_requests),
+            "uiPushes": g(&self.ui_pushes),
+            "timeouts": g(&self.timeouts),
+            "kills": g(&self.kills),
+        })
+    }
+}
+
+/// The host's record of one plugin.
+pub(crate) struct PluginSlot {
+    pub id: String,
+    entry: Mutex<StoredPlugin>,
+    /// Set by the crash-loop breaker.
+    breaker: Mutex<Option<String>>,
+    /// Identity of the plugin's files when last loaded.
+    files: Mutex<Option<FilesId>>,
+    crashes: Mutex<VecDeque<Instant>>,
+    /// The running instance; the async lock serialises starts.
+    pub instance: Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>,
+    pub counters: Counters,
+}
+
+/// (root folder inode, main file inode, its size and mtime in ns).
+type FilesId = (u64, u64, u64, i128);
+
+fn files_id(m: &Manifest) -> Option<FilesId> {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata(&m.root).ok()?;
+    let main = std::fs::metadata(&m.main_path).ok()?;
+    let mtime = main.mtime() as i128 * 1_000_000_000 + main.mtime_nsec() as i128;
+    Some((root.ino(), main.ino(), main.size(), mtime))
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PluginSlot {
+    fn new(entry: StoredPlugin) -> PluginSlot {
+        PluginSlot {
+            id: entry.manifest.id.clone(),
+            entry: Mutex::new(entry),
+            breaker: Mutex::new(None),
+            files: Mutex::new(None),
+            crashes: Mutex::new(VecDeque::new()),
+            instance: Arc::new(tokio::sync::Mutex::new(None)),
+            counters: Counters::default(),
+        }
+    }
+    pub fn entry(&self) -> StoredPlugin {
+        lock(&self.entry).clone()
+    }
+    pub fn breaker(&self) -> Option<String> {
+        lock(&self.breaker).clone()
+    }
+    /// Records an unexpected exit; returns the reason when the breaker trips now.
+    fn record_crash(&self, s: &Settings, exit: &ExitInfo) -> Option<String> {
+        if s.crash_max == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let mut c = lock(&self.crashes);
+        c.push_back(now);
+        while c
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > s.crash_window)
+        {
+            c.pop_front();
+        }
+        if c.len() < s.crash_max as usize {
+            return None;
+        }
+        c.clear();
+        let window = if s.crash_window < Duration::from_secs(1) {
+            format!("{} ms", s.crash_window.as_millis())
+        } else {
+            format!("{} s", s.crash_window.as_secs())
+        };
+        let reason = format!(
+            "it exited unexpectedly {} times within {window} (last: {exit})",
+            s.crash_max
+        );
+        *lock(&self.breaker) = Some(reason.clone());
+        Some(reason)
+    }
+}
+
+type LogSinkFn = dyn Fn(LogLevel, &str) + Send + Sync;
+type HostAnswerTx = tokio::sync::oneshot::Sender<std::result::Result<Value, String>>;
+
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub rt: Arc<RuntimeRef>,
+    pub spawner: Spawner,
+    store: Arc<dyn PluginStore>,
+    plugins: Mutex<HashMap<String, Arc<PluginSlot>>>,
+    sink: Slot<EventSink>,
+    log: Slot<LogSinkFn>,
+    pub capabilities: Mutex<HashMap<String, Arc<CapabilityFn>>>,
+    /// Requests waiting for `respond`, with their capability.
+    pub host_requests: Mutex<HashMap<u64, (String, HostAnswerTx)>>,
+    pub next_host_request: AtomicU64,
+    /// Cancelled on shutdown: waiting host requests are answered at once.
+    pub closing: CancellationToken,
+}
+
+impl Shared {
+    pub fn emit(&self, event: PluginEvent) {
+        if let Some(sink) = self.sink.get() {
+            sink(event);
+        }
+    }
+    pub fn log(&self, level: LogLevel, message: impl FnOnce() -> String) {
+        if let Some(log) = self.log.get() {
+            log(level, &message());
+        }
+    }
+    pub fn slot(&self, id: &str) -> std::result::Result<Arc<PluginSlot>, CallError> {
+        lock(&self.plugins).get(id).cloned().ok_or_else(|| {
+            CallError::new(
+                ErrorKind::NotFound,
+                format!("no plugin with id {id:?} is installed"),
+            )
+        })
+    }
+    fn slots(&self) -> Vec<Arc<PluginSlot>> {
+        lock(&self.plugins).values().cloned().collect()
+    }
+
+    /// An unexpected exit of `slot`'s instance: counts it and trips the
+    /// breaker when it should.
+    pub fn on_crash(&self, slot: &PluginSlot, exit: &ExitInfo) {
+        Counters::bump(&slot.counters.unexpected_exits);
+        if let Some(reason) = slot.record_crash(&self.settings, exit) {
+            self.log(LogLevel::Warn, || {
+                format!("plugin {} disabled: {reason}", slot.id)
+            });
+            self.emit(PluginEvent::Disabled {
+                plugin: slot.id.clone(),
+                reason,
+            });
+        }
+    }
+}
+
+/// The plugin host. Dropping it ends every plugin.
+pub struct PluginHost {
+    shared: Arc<Shared>,
+}
+
+impl PluginHost {
+    /// A host over the plugins directory (`pluginsDir`, default
+    /// `<qwen_home>/companion/plugins`) as the install API keeps it. Call
+    /// [`PluginHost::reload`] after installing or uninstalling a plugin.
+    pub fn new(config: Config) -> Result<PluginHost> {
+        let settings = Settings::from_config(config.clone())?;
+        let store = Arc::new(DirStore::new(settings.plugins_dir));
+        PluginHost::with_store(config, store)
+    }
+
+    /// A host over `store` (installed plugins and their state).
+    pub fn with_store(config: Config, store: Arc<dyn PluginStore>) -> Result<PluginHost> {
+        let settings = Settings::from_config(config)?;
+        let rt = runtime::acquire()?;
+        let spawner =
+            Spawner::new().map_err(|e| Error::io("cannot start the plugin spawn thread", e))?;
+        let shared = Arc::new(Shared {
+            settings,
+            rt,
+            spawner,
+            store,
+            plugins: Mutex::new(HashMap::new()),
+            sink: Slot::default(),
+            log: Slot::default(),
+            capabilities: Mutex::new(HashMap::new()),
+            host_requests: Mutex::new(HashMap::new()),
+            next_host_request: AtomicU64::new(1),
+            closing: CancellationToken::new(),
+        });
+        let host = PluginHost { shared };
+        host.reload()?;
+        Ok(host)
+    }
+
+    /// The plugins directory in use.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.shared.settings.plugins_dir.clone()
+    }
+
+    /// Receives every [`PluginEvent`] (from library threads; never under a lock).
+    pub fn set_event_sink(&self, sink: Option<Arc<EventSink>>) {
+        self.shared.sink.set(sink);
+    }
+
+    /// Receives log lines (from library threads; never under a lock).
+    pub fn set_log_sink(&self, sink: Option<LogFn>) {
+        self.shared.log.set(sink);
+    }
+
+    /// Ids of the installed plugins, sorted.
+    pub fn plugin_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.shared.plugins).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// The manifest of an installed plugin.
+    pub fn manifest(&self, id: &str) -> Option<Arc<Manifest>> {
+        self.shared.slot(id).ok().map(|s| s.entry().manifest)
+    }
+
+    /// Whether `id` may run: enabled by the user and not stopped by the breaker.
+    pub fn is_enabled(&self, id: &str) -> bool {
+        self.shared
+            .slot(id)
+            .is_ok_and(|s| s.entry().enabled && s.breaker().is_none())
+    }
+
+    /// The pid of the plugin's running process, if one runs.
+    pub fn running_pid(&self, id: &str) -> Option<i32> {
+        let slot = self.shared.slot(id).ok()?;
+        let guard = slot.instance.try_lock().ok()?;
+        guard
+            .as_ref()
+            .filter(|i| !i.is_dead())
+            .map(|i| i.child.pid())
+    }
+
+    /// Counters of a plugin: starts, unexpected exits, invalid lines,
+    /// unknown / duplicate / late replies, ignored and internal messages,
+    /// passed fds closed, host requests, ui pushes, timeouts, kills.
+    pub fn stats(&self, id: &str) -> Option<Value> {
+        let slot = self.shared.slot(id).ok()?;
+        let mut v = slot.counters.to_json();
+        v["running"] = json!(self.running_pid(id).is_some());
+        v["disabledReason"] = json!(slot.breaker());
+        Some(v)
+    }
+
+    /// Re-reads the store: new plugins appear, removed ones are unloaded and
+    /// forgotten, a plugin whose files changed (update, re-install) or that
+    /// was disabled is unloaded (the next call starts the new version).
+    pub fn reload(&self) -> Result<()> {
+        let listed: Vec<(StoredPlugin, Option<FilesId>)> = self
+            .shared
+            .store
+            .list()?
+            .into_iter()
+            .map(|p| {
+                let id = files_id(&p.manifest);
+                (p, id)
+            })
+            .collect();
+        let mut to_unload = Vec::new();
+        {
+            let mut plugins = lock(&self.shared.plugins);
+            let mut seen = std::collections::HashSet::new();
+            for (p, files) in listed {
+                let id = p.manifest.id.clone();
+                seen.insert(id.clone());
+                match plugins.get(&id) {
+                    Some(slot) => {
+                        let mut entry = lock(&slot.entry);
+                        let mut known = lock(&slot.files);
+                        let old = &entry.manifest;
+                        // A re-install renames a new folder in (new inode),
+                        // even for the same version; an edit changes main.
+                        let changed = old.version != p.manifest.version
+                            || old.root != p.manifest.root
+                            || old.main_path != p.manifest.main_path
+                            || *known != files;
+                        if changed || !p.enabled {
+                            to_unload.push(slot.clone());
+                        }
+                        *entry = p;
+                        *known = files;
+                    }
+                    None => {
+                        let slot = PluginSlot::new(p);
+                        *lock(&slot.files) = files;
+                        plugins.insert(id, Arc::new(slot));
+                    }
+                }
+            }
+            let gone: Vec<String> = plugins
+                .keys()
+                .filter(|k| !seen.contains(*k))
+                .cloned()
+                .collect();
+            for id in gone {
+                if let Some(slot) = plugins.remove(&id) {
+                    to_unload.push(slot);
+                }
+            }
+        }
+        self.unload_slots(to_unload);
+        Ok(())
+    }
+
+    /// Unloads `slots` concurrently: waits when called from a plain thread;
+    /// on a runtime thread (where blocking is not allowed) the unloads run
+    /// in the background.
+    fn unload_slots(&self, slots: Vec<Arc<PluginSlot>>) {
+        if slots.is_empty() {
+            return;
+        }
+        let tasks: Vec<_> = slots
+            .into_iter()
+            .map(|slot| {
+                let shared = self.shared.clone();
+                self.shared
+                    .rt
+                    .handle()
+                    .spawn(async move { calls::unload_slot(&shared, &slot).await })
+            })
+            .collect();
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.shared.rt.handle().block_on(async move {
+                for t in tasks {
+                    let _ = t.await;
+                }
+            });
+        }
+    }
+
+    /// Runs `f` on the shared runtime, blocking the caller (refused on a
+    /// runtime thread, where blocking would stall the runtime).
+    fn block<T>(&self, f: impl std::future::Future<Output = T>) -> T
+    where
+        T: BlockFallback,
+    {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return T::refused();
+        }
+        self.shared.rt.handle().block_on(f)
+    }
+
+    /// Calls `tool` of `plugin_id` with `params` (see the module docs).
+    pub fn call_tool(
+        &self,
+        plugin_id: &str,
+        tool: &str,
+        params: Value,
+        options: CallOptions,
+    ) -> std::result::Result<ToolOutput, CallError> {
+        self.block(self.call_tool_async(plugin_id, tool, params, options))
+    }
+
+    pub async fn call_tool_async(
+        &self,
+        plugin_id: &str,
+        tool: &str,
+        params: Value,
+        options: CallOptions,
+    ) -> std::result::Result<ToolOutput, CallError> {
+        calls::call_tool(&self.shared, plugin_id, tool, params, options).await
+    }
+
+    /// Starts every enabled plugin that declares `onStartupFinished`
+    /// (concurrently); returns each start's outcome.
+    pub fn startup_finished(&self) -> Vec<(String, std::result::Result<(), CallError>)> {
+        self.block(self.startup_finished_async())
+    }
+
+    pub async fn startup_finished_async(
+        &self,
+    ) -> Vec<(String, std::result::Result<(), CallError>)> {
+        let mut tasks = Vec::new();
+        for slot in self.shared.slots() {
+            let e = slot.entry();
+            if !e.enabled
+                || slot.breaker().is_some()
+                || !e
+                    .manifest
+                    .activation_events
+                    .iter()
+                    .any(|a| a == "onStartupFinished")
+            {
+                continue;
+            }
+            let shared = self.shared.clone();
+            tasks.push((
+                slot.id.clone(),
+                self.shared
+                    .rt
+                    .handle()
+                    .spawn(async move { calls::ensure_instance(&shared, &slot).await.map(|_| ()) }),
+            ));
+        }
+        let mut out = Vec::new();
+        for (id, t) in tasks {
+            let r = t.await.unwrap_or_else(|e| {
+                Err(CallError::new(
+                    ErrorKind::Host,
+                    format!("start failed: {e}"),
+                ))
+            });
+            out.push((id, r));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Ends the plugin's process (and all its descendants); the next call
+    /// starts it again. Unknown id → `not_found`.
+    pub fn unload(&self, id: &str) -> std::result::Result<(), CallError> {
+        self.block(self.unload_async(id))
+    }
+
+    pub async fn unload_async(&self, id: &str) -> std::result::Result<(), CallError> {
+        let slot = self.shared.slot(id)?;
+        calls::unload_slot(&self.shared, &slot).await;
+        Ok(())
+    }
+
+    /// Enables the plugin (persisted) and clears the crash-loop breaker.
+    pub fn enable(&self, id: &str) -> Result<()> {
+        let slot = self.shared.slot(id).map_err(CallError::into_error)?;
+        self.shared.store.set_enabled(id, true)?;
+        lock(&slot.entry).enabled = true;
+        lock(&slot.breaker).take();
+        lock(&slot.crashes).clear();
+        Ok(())
+    }
+
+    /// Disables the plugin (persisted) and unloads it.
+    pub fn disable(&self, id: &str) -> Result<()> {
+        let slot = self.shared.slot(id).map_err(CallError::into_error)?;
+        self.shared.store.set_enabled(id, false)?;
+        lock(&slot.entry).enabled = false;
+        self.unload_slots(vec![slot]);
+        Ok(())
+    }
+
+    /// Sets a configuration value (persisted); it must name a declared
+    /// entry and have the entry's type (`null` removes the value: the
+    /// default applies again). Later calls see it in `context.config`.
+    pub fn set_config_value(&self, id: &str, key: &str, value: Value) -> Result<()> {
+        let slot = self.shared.slot(id).map_err(CallError::into_error)?;
+        let manifest = slot.entry().manifest;
+        let entry = manifest
+            .configuration
+            .iter()
+            .find(|c| c.id == key)
+            .ok_or_else(|| {
+                Error::new(
+                    Status::NotFound,
+                    format!("plugin {id} declares no configuration entry {key:?}"),
+                )
+            })?;
+        if !value.is_null() && !entry.kind.accepts(&value) {
+            return Err(Error::invalid_argument(format!(
+                "configuration entry {key:?} of plugin {id} takes a {} value",
+                entry.kind.name()
+            )));
+        }
+        self.shared.store.set_config_value(id, key, value.clone())?;
+        let mut entry = lock(&slot.entry);
+        if value.is_null() {
+            entry.config.remove(key);
+        } else {
+            entry.config.insert(key.to_string(), value);
+        }
+        Ok(())
+    }
+
+    /// Registers (or with `None` removes) the handler of a capability
+    /// plugins may request. `show_notification` and `render_pdf` have
+    /// library defaults, used when no handler is registered.
+    /// Replacing or removing a handler answers the requests the old one
+    /// left waiting with `host_error`.
+    pub fn set_capability(&self, name: &str, handler: Option<Arc<CapabilityFn>>) {
+        let old = {
+            let mut caps = lock(&self.shared.capabilities);
+            match handler {
+                Some(h) => caps.insert(name.to_string(), h),
+                None => caps.remove(name),
+            }
+        };
+        if old.is_some() {
+            capability::fail_capability(
+                &self.shared,
+                name,
+                "the host removed its handler for this capability",
+            );
+        }
+        drop(old);
+    }
+
+    /// Answers a [`HostRequest`] whose handler returned [`HostAnswer::Later`]
+    /// (from any thread). `Err(message)` becomes the plugin's `host_error`.
+    pub fn respond(
+        &self,
+        request_id: u64,
+        answer: std::result::Result<Value, String>,
+    ) -> Result<()> {
+        capability::respond(&self.shared, request_id, answer)
+    }
+
+    /// Whether the plugin's session action should show in `cwd`: calls its
+    /// `sessionAction.visibleTool` with `{}` and returns `details.visible`
+    /// (true when no visibleTool is declared).
+    pub fn visible(&self, plugin_id: &str, cwd: &str) -> std::result::Result<bool, CallError> {
+        self.block(calls::visible(&self.shared, plugin_id, cwd))
+    }
+
+    pub async fn visible_async(
+        &self,
+        plugin_id: &str,
+        cwd: &str,
+    ) -> std::result::Result<bool, CallError> {
+        calls::visible(&self.shared, plugin_id, cwd).await
+    }
+
+    /// Options of a `select` configuration entry: "Auto" (the entry's
+    /// default value) first, then the `optionsTool`'s `details.options`
+    /// (a returned duplicate of the default value dropped).
+    pub fn options(
+        &self,
+        plugin_id: &str,
+        config_id: &str,
+    ) -> std::result::Result<Vec<Value>, CallError> {
+        self.block(calls::options(&self.shared, plugin_id, config_id))
+    }
+
+    pub async fn options_async(
+        &self,
+        plugin_id: &str,
+        config_id: &str,
+    ) -> std::result::Result<Vec<Value>, CallError> {
+        calls::options(&self.shared, plugin_id, config_id).await
+    }
+
+    /// Parses a dropped file with the enabled plugin whose documentParsers
+    /// lists `mime` (its tool gets `{base64}` and `cwd: ""`).
+    pub fn parse_document(
+        &self,
+        mime: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<ParsedDocument, CallError> {
+        self.block(calls::parse_document(&self.shared, mime, bytes))
+    }
+
+    pub async fn parse_document_async(
+        &self,
+        mime: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<ParsedDocument, CallError> {
+        calls::parse_document(&self.shared, mime, bytes).await
+    }
+
+    /// Ends every plugin and leaves no process behind. Later calls fail
+    /// with `host`. Called by drop too.
+    pub fn shutdown(&self) {
+        self.shared.closing.cancel();
+        let slots = self.shared.slots();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Cannot wait here: kill at once.
+            for slot in slots {
+                if let Ok(mut g) = slot.instance.try_lock() {
+                    if let Some(i) = g.take() {
+                        i.mark_expected();
+                        i.child.kill_all_blocking();
+                    }
+                }
+            }
+        } else {
+            self.unload_slots(slots);
+        }
+        capability::fail_all(&self.shared, "the plugin host is shutting down");
+    }
+}
+
+impl Drop for PluginHost {
+    fn drop(&mut self) {
+        self.shutdown();
+        self.shared.sink.set(None);
+        self.shared.log.set(None);
+        lock(&self.shared.capabilities).clear();
+        self.shared.spawner.shutdown();
+    }
+}
+
+/// What a blocking entry point returns when called on a runtime thread.
+trait BlockFallback {
+    fn refused() -> Self;
+}
+
+const ON_RUNTIME: &str = "called on a library runtime thread; use the async variant there";
+
+impl<T> BlockFallback for std::result::Result<T, CallError> {
+    fn refused() -> Self {
+        Err(CallError::new(ErrorKind::Host, ON_RUNTIME))
+    }
+}
+
+impl BlockFallback for Vec<(String, std::result::Result<(), CallError>)> {
+    fn refused() -> Self {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests;
