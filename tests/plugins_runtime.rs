@@ -671,12 +671,7 @@ process.on('message', (m) => {
     // SAFETY: getpgid on a pid of this test.
     assert_ne!(unsafe { libc::getpgid(b) }, main);
     t.host.unload("test.gc").unwrap();
-    for p in [main, a, b] {
-        assert!(
-            wait_dead(p, Duration::from_secs(3)),
-            "pid {p} survived unload"
-        );
-    }
+    assert_all_die(&[main, a, b], "survived unload");
     assert!(t.host.running_pid("test.gc").is_none());
     t.finish();
 }
@@ -924,10 +919,11 @@ fn a_killed_host_leaves_no_plugin() {
     assert!(alive(pid));
     helper.kill().unwrap(); // SIGKILL: no destructor runs in the helper
     helper.wait().unwrap();
-    assert!(
-        wait_dead(pid, Duration::from_secs(5)),
-        "the plugin outlived its host"
-    );
+    if !wait_dead(pid, Duration::from_secs(5)) {
+        // SAFETY: cleaning up the plugin this test started before failing.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the plugin outlived its host");
+    }
     assert_no_process_of(&plugins.dir);
 }
 
@@ -1126,6 +1122,36 @@ process.on('message', (m) => {
         tail.ends_with("LAST LINE"),
         "{:?}",
         &tail[tail.len().saturating_sub(40)..]
+    );
+    t.finish();
+}
+
+#[test]
+fn a_crashing_background_plugin_is_restarted_with_backoff_then_disabled() {
+    let plugins = Plugins::new("restart");
+    plugins.add(
+        "test.bg",
+        json!({"tools": [tool("x")], "activationEvents": ["onStartupFinished"]}),
+        "setTimeout(() => { console.error('bg crash'); process.exit(1); }, 150);\nsetInterval(() => {}, 1000);",
+    );
+    let t = TestHost::new(
+        plugins,
+        json!({"restartBackoffMs": 100, "crashLoopMaxExits": 3}),
+    );
+    assert!(t.host.startup_finished()[0].1.is_ok());
+    t.wait_event("disabled", |e| matches!(e, PluginEvent::Disabled { .. }));
+    let starts = t
+        .events()
+        .iter()
+        .filter(|e| matches!(e, PluginEvent::Started { .. }))
+        .count();
+    assert_eq!(starts, 3, "{:?}", t.events());
+    // Disabled: no further restart.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(t.stat("test.bg", "starts"), 3);
+    assert_eq!(
+        kind(t.call("test.bg", "x", json!({}))).0,
+        ErrorKind::Disabled
     );
     t.finish();
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scripted leak/error test of the C demo (examples/c/qcdemo.c) under ASan+UBSan.
+# Scripted leak/error test of the C demo (examples/c/qcdemo*.c) under ASan+UBSan.
 #
 #   tests/c/run_demo_asan.sh            (from anywhere; builds what it needs)
 #

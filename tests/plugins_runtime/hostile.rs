@@ -282,9 +282,7 @@ fn grandchildren_fixture_leaves_nothing_after_unload() {
     ];
     let main = t.host.running_pid(&g).unwrap();
     t.host.unload(&g).unwrap();
-    for p in pids.into_iter().chain([main]) {
-        assert!(wait_dead(p, Duration::from_secs(3)), "{p} survived");
-    }
+    assert_all_die(&[pids[0], pids[1], main], "survived unload");
     t.finish();
 }
 

@@ -346,3 +346,20 @@ impl Plugins {
         id
     }
 }
+
+/// Asserts every pid dies within 3 s; on failure kills them all first, so
+/// a failing test leaves nothing running.
+pub fn assert_all_die(pids: &[i32], what: &str) {
+    let survivors: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|p| !wait_dead(*p, Duration::from_secs(3)))
+        .collect();
+    if !survivors.is_empty() {
+        for p in pids {
+            // SAFETY: cleaning up processes this test started.
+            unsafe { libc::kill(*p, libc::SIGKILL) };
+        }
+        panic!("{what}: {survivors:?} still running");
+    }
+}

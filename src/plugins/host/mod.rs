@@ -31,6 +31,15 @@
 //!   IDE restart gives the plugin a fresh chance.
 //! - Exits we cause (unload, kill after a timeout or an oversized message)
 //!   are `expected` and never count as crashes.
+//! - Restarts: a plugin is started again by its next call. A background
+//!   plugin (`onStartupFinished`, after `startup_finished()`) that exits
+//!   unexpectedly is also restarted on its own after `restartBackoffMs`
+//!   (1 s), doubled per recent crash (at most 60 s), until the breaker
+//!   disables it.
+//! - State: enabled flags and configuration values are read from the store
+//!   at creation and on [`PluginHost::reload`]; changes made through the
+//!   host are written to the store and seen at once. Call `reload()` after
+//!   installing, updating or uninstalling (or any change made elsewhere).
 
 mod calls;
 mod capability;
@@ -99,6 +108,11 @@ pub struct Config {
     /// Window of the crash-loop breaker (60000).
     #[serde(default)]
     pub crash_loop_window_ms: Option<u64>,
+    /// First delay before a background (`onStartupFinished`) plugin that
+    /// exited unexpectedly is started again, doubled per recent crash
+    /// (1000; 0 = only the next call starts it).
+    #[serde(default)]
+    pub restart_backoff_ms: Option<u64>,
 }
 
 impl Config {
@@ -127,6 +141,7 @@ pub(crate) struct Settings {
     pub workspace_root: String,
     pub crash_max: u32,
     pub crash_window: Duration,
+    pub restart_backoff: Duration,
 }
 
 fn ms(v: Option<u64>, default: u64, min: u64, max: u64, name: &str) -> Result<Duration> {
@@ -183,6 +198,7 @@ impl Settings {
                 86_400_000,
                 "crashLoopWindowMs",
             )?,
+            restart_backoff: ms(c.restart_backoff_ms, 1_000, 0, 600_000, "restartBackoffMs")?,
         })
     }
 }
@@ -508,6 +524,8 @@ pub(crate) struct Shared {
     pub next_host_request: AtomicU64,
     /// Cancelled on shutdown: waiting host requests are answered at once.
     pub closing: CancellationToken,
+    /// `startup_finished()` was called: background plugins are restarted.
+    started_up: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -533,9 +551,10 @@ impl Shared {
         lock(&self.plugins).values().cloned().collect()
     }
 
-    /// An unexpected exit of `slot`'s instance: counts it and trips the
-    /// breaker when it should.
-    pub fn on_crash(&self, slot: &PluginSlot, exit: &ExitInfo) {
+    /// An unexpected exit of `slot`'s instance: counts it, trips the
+    /// breaker when it should, else restarts a background plugin (one
+    /// started by `onStartupFinished`) after a backoff.
+    pub fn on_crash(self: &Arc<Self>, slot: &Arc<PluginSlot>, exit: &ExitInfo) {
         Counters::bump(&slot.counters.unexpected_exits);
         if let Some(reason) = slot.record_crash(&self.settings, exit) {
             self.log(LogLevel::Warn, || {
@@ -545,7 +564,43 @@ impl Shared {
                 plugin: slot.id.clone(),
                 reason,
             });
+            return;
         }
+        let base = self.settings.restart_backoff;
+        let background = slot
+            .entry()
+            .manifest
+            .activation_events
+            .iter()
+            .any(|a| a == "onStartupFinished");
+        if base.is_zero() || !background || !self.started_up.load(Ordering::Acquire) {
+            return;
+        }
+        // 1x, 2x, 4x … the base per recent crash, at most a minute.
+        let recent = lock(&slot.crashes).len().clamp(1, 7) as u32;
+        let delay = (base * (1u32 << (recent - 1))).min(Duration::from_secs(60));
+        let shared = Arc::downgrade(self);
+        let slot = slot.clone();
+        let closing = self.closing.clone();
+        self.rt.handle().spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = closing.cancelled() => return,
+            }
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            // Still installed (not removed by a reload)?
+            let current = lock(&shared.plugins).get(&slot.id).cloned();
+            if !current.is_some_and(|c| Arc::ptr_eq(&c, &slot)) {
+                return;
+            }
+            if let Err(e) = calls::ensure_instance(&shared, &slot).await {
+                shared.log(LogLevel::Warn, || {
+                    format!("plugin {}: restart failed: {e}", slot.id)
+                });
+            }
+        });
     }
 }
 
@@ -582,6 +637,7 @@ impl PluginHost {
             host_requests: Mutex::new(HashMap::new()),
             next_host_request: AtomicU64::new(1),
             closing: CancellationToken::new(),
+            started_up: std::sync::atomic::AtomicBool::new(false),
         });
         let host = PluginHost { shared };
         host.reload()?;
@@ -771,6 +827,7 @@ impl PluginHost {
     pub async fn startup_finished_async(
         &self,
     ) -> Vec<(String, std::result::Result<(), CallError>)> {
+        self.shared.started_up.store(true, Ordering::Release);
         let mut tasks = Vec::new();
         for slot in self.shared.slots() {
             let e = slot.entry();

@@ -21,6 +21,11 @@ fn config_defaults_and_bounds() {
     assert_eq!(s.kill_grace, Duration::from_secs(2));
     assert_eq!(s.crash_max, 3);
     assert_eq!(s.crash_window, Duration::from_secs(60));
+    assert_eq!(s.restart_backoff, Duration::from_secs(1));
+    assert!(settings(r#"{"restartBackoffMs": 0}"#)
+        .unwrap()
+        .restart_backoff
+        .is_zero());
     assert_eq!(s.workspace_root, "");
     let e = Config::from_json(Some(r#"{"callTimeout": 5}"#)).unwrap_err();
     assert_eq!(e.status, Status::InvalidJson);
