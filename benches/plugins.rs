@@ -95,6 +95,26 @@ fn alive(pid: i64) -> bool {
         .unwrap_or(false)
 }
 
+/// The live child processes of this process (the plugins: the host spawns them directly).
+fn children() -> Vec<i64> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = s.rsplit_once(')')?.1.to_string();
+                    rest.split_whitespace().nth(1).map(|pp| pp == me)
+                })
+                .unwrap_or(false)
+        })
+        .filter(|&pid| alive(pid))
+        .collect()
+}
+
 /// `count` copies of the echo plugin under `dir/src`, ids `bench.echo`, `bench.echo1`, ….
 fn echo_copies(dir: &Path, count: usize) -> Result<Vec<PathBuf>, String> {
     let manifest: Value = serde_json::from_str(
@@ -154,19 +174,13 @@ fn ours_cold(iterations: usize) -> Result<(Vec<f64>, Vec<f64>), String> {
         host.echo(&id, &format!("cold {i}"))?;
         first.push(us(t0.elapsed()));
         call_only.push(us(t1.elapsed()));
-        let pid = host.pid(&id)?;
+        let pids = children();
         drop(host);
-        if let Some(pid) = pid {
-            // freeing the host ends its plugins; give the reaper a moment
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while alive(pid) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-            if alive(pid) {
-                return Err(format!(
-                    "plugin {pid} still running after its host was freed"
-                ));
-            }
+        // freeing the host ends its plugins (and waits for them)
+        if let Some(pid) = pids.into_iter().find(|&p| alive(p)) {
+            return Err(format!(
+                "plugin {pid} still running after its host was freed"
+            ));
         }
     }
     Ok((first, call_only))
