@@ -60,8 +60,7 @@ use crate::error::{Error, Result, Status};
 use crate::host::{Logger, Slot};
 use crate::ide::events::EventQueue;
 use crate::plugins::host::{
-    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent,
-    PluginHost,
+    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
 };
 use crate::plugins::install::{self, codes, InstallError};
 

@@ -13,10 +13,12 @@
 # notifications, exit codes, and that ASan/LSan/UBSan report nothing.
 # 5. runs tests/c/run_sessions_asan.sh (`qcdemo sessions`), counted as one
 #    check here; its own summary line is "c-sessions: N passed, M failed".
+# 6. runs tests/c/run_plugins_asan.sh (`qcdemo plugins`, needs node), counted
+#    as one check here; its own summary line is "c-plugins: N passed, M failed".
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
 #      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make,
-#      QC_SKIP_SESSIONS=1 leaves out step 5.
+#      QC_SKIP_SESSIONS=1 leaves out step 5, QC_SKIP_PLUGINS=1 step 6.
 set -u
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
@@ -283,6 +285,14 @@ if [ "${QC_SKIP_SESSIONS:-0}" != 1 ]; then
         pass "qcdemo sessions: tests/c/run_sessions_asan.sh"
     else
         fail "qcdemo sessions: tests/c/run_sessions_asan.sh"
+    fi
+fi
+if [ "${QC_SKIP_PLUGINS:-0}" != 1 ]; then
+    echo "# qcdemo plugins (tests/c/run_plugins_asan.sh)"
+    if NO_CARGO=1 bash "$HERE/run_plugins_asan.sh"; then
+        pass "qcdemo plugins: tests/c/run_plugins_asan.sh"
+    else
+        fail "qcdemo plugins: tests/c/run_plugins_asan.sh"
     fi
 fi
 
