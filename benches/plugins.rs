@@ -12,6 +12,13 @@
 //!   by the runtime, the caller woken;
 //! * **node**: `child.send(call_tool)` → the matching `tool_result` in `child.on('message')`.
 //!
+//! * **floor**: the same plugin on a raw channel (socketpair as fd 3, `NODE_CHANNEL_FD=3`)
+//!   driven with blocking writes and reads from the measuring thread: no host, no runtime, no
+//!   thread hop; ours minus the floor is what the host adds.
+//!
+//! The three run in `QC_PBENCH_ROUNDS` interleaved rounds (node, floor, ours; each round a fresh
+//! plugin and its own warm-up), so a change of the machine's load hits every side alike.
+//!
 //! **2. Cold: spawn → first result.** Each iteration a fresh host over a plugins directory holding
 //! the echo plugin (so a fresh plugin process) and its first call; the host is then freed (which
 //! ends the plugin) before the next one. One idle host stays alive across the loop so the shared
@@ -26,7 +33,8 @@
 //!
 //! Targets (PASS/MISS; a miss never fails the process): ours round-trip p50 ≤ 1.1× node's.
 //!
-//! Knobs (environment): `QC_PBENCH_CALLS` (3000), `QC_PBENCH_WARMUP` (300), `QC_PBENCH_COLD` (15),
+//! Knobs (environment): `QC_PBENCH_CALLS` (3000, over all rounds), `QC_PBENCH_ROUNDS` (3),
+//! `QC_PBENCH_WARMUP` (300 per round), `QC_PBENCH_COLD` (15),
 //! `QC_PBENCH_RSS_N` (10), `QC_BENCH_NODE` (node binary, default `node`), `QC_BENCH_SKIP_NODE=1`.
 
 use std::io::Read;
@@ -75,9 +83,14 @@ fn echo_dir() -> PathBuf {
 }
 
 fn proc_rss_kb() -> Option<u64> {
+    proc_status("VmRSS:")
+}
+
+/// A number field of /proc/self/status (`VmRSS:`, `Threads:`).
+fn proc_status(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines()
-        .find(|l| l.starts_with("VmRSS:"))?
+        .find(|l| l.starts_with(field))?
         .split_whitespace()
         .nth(1)?
         .parse()
@@ -198,17 +211,24 @@ fn rss_child(n: usize) -> Result<(), String> {
     host.echo(&ids[0], "warm")?;
     thread::sleep(Duration::from_millis(50));
     let before = proc_rss_kb().unwrap_or(0);
+    let threads_before = proc_status("Threads:").unwrap_or(0);
     for id in &ids[1..] {
         host.echo(id, "rss")?;
     }
     thread::sleep(Duration::from_millis(50));
     let after = proc_rss_kb().unwrap_or(0);
+    let threads_after = proc_status("Threads:").unwrap_or(0);
     drop(host);
-    println!("{}", json!({"before": before, "after": after, "n": n}));
+    println!(
+        "{}",
+        json!({"before": before, "after": after, "n": n,
+               "threadsBefore": threads_before, "threadsAfter": threads_after})
+    );
     Ok(())
 }
 
-fn ours_rss(n: usize) -> Result<f64, String> {
+/// (RSS growth per plugin in KiB, threads added per plugin).
+fn ours_rss(n: usize) -> Result<(f64, f64), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .arg("--rss-child")
@@ -224,7 +244,92 @@ fn ours_rss(n: usize) -> Result<f64, String> {
     let v: Value = serde_json::from_str(line.trim()).map_err(|e| format!("rss child: {e}"))?;
     let before = v["before"].as_f64().unwrap_or(0.0);
     let after = v["after"].as_f64().unwrap_or(0.0);
-    Ok((after - before) / n as f64)
+    let threads =
+        v["threadsAfter"].as_f64().unwrap_or(0.0) - v["threadsBefore"].as_f64().unwrap_or(0.0);
+    Ok(((after - before) / n as f64, threads / n as f64))
+}
+
+/// The floor: the same echo plugin on a raw Node IPC channel (an AF_UNIX socketpair as fd 3,
+/// `NODE_CHANNEL_FD=3`) driven with blocking writes and reads from this thread — no host, no
+/// runtime, no thread hop. Ours minus this is what the host adds per call.
+fn floor_round_trips(warmup: usize, n: usize) -> Result<Vec<f64>, String> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::os::unix::process::CommandExt;
+
+    let (mut parent, child_end) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    let child_fd = child_end.as_raw_fd();
+    let mut cmd = Command::new(node_bin());
+    cmd.arg(echo_dir().join("index.js"))
+        .env("NODE_CHANNEL_FD", "3")
+        .env_remove("NODE_OPTIONS")
+        .env_remove("NODE_UNIQUE_ID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if child_fd == 3 {
+                // dup2(3, 3) would keep FD_CLOEXEC: clear it instead
+                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(child_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", node_bin()))?;
+    drop(child_end);
+    let result = (|| -> Result<Vec<f64>, String> {
+        parent
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        let mut reader = BufReader::new(parent.try_clone().map_err(|e| e.to_string())?);
+        let mut line = String::new();
+        let mut v = Vec::with_capacity(n);
+        for i in 0..warmup + n {
+            let id = format!("f{i}");
+            let msg = json!({"type": "call_tool", "requestId": id, "toolName": "echo",
+                "params": {"text": format!("call {i}")}, "context": {"cwd": ""}});
+            let t0 = Instant::now();
+            parent
+                .write_all(format!("{msg}\n").as_bytes())
+                .map_err(|e| format!("write: {e}"))?;
+            loop {
+                line.clear();
+                if reader
+                    .read_line(&mut line)
+                    .map_err(|e| format!("read: {e}"))?
+                    == 0
+                {
+                    return Err("the plugin closed its channel".into());
+                }
+                let reply: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+                if reply["requestId"] == id.as_str() && reply["type"] == "tool_result" {
+                    break;
+                }
+            }
+            if i >= warmup {
+                v.push(us(t0.elapsed()));
+            }
+        }
+        Ok(v)
+    })();
+    drop(parent); // EOF: the plugin's channel closes and it exits
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return result;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill(); // by PID
+    let _ = child.wait();
+    result
 }
 
 // ======================================================================= node
@@ -239,6 +344,7 @@ struct NodeResult {
 fn run_node(calls: usize, warmup: usize, cold: usize, rss_n: usize) -> Result<NodeResult, String> {
     let script = baseline_dir("plugins-baseline").join("fork_parent.mjs");
     let mut child = Command::new(node_bin())
+        .arg("--expose-gc") // RSS is read after a full GC, so heap slack does not count
         .arg(&script)
         .arg(echo_dir())
         .args([calls, warmup, cold, rss_n].map(|n| n.to_string()))
@@ -317,6 +423,7 @@ fn main() {
     let warmup = env_usize("QC_PBENCH_WARMUP", 300);
     let cold_n = env_usize("QC_PBENCH_COLD", 15).max(1);
     let rss_n = env_usize("QC_PBENCH_RSS_N", 10).max(1);
+    let rounds = env_usize("QC_PBENCH_ROUNDS", 3).max(1);
     let mut problems = Vec::new();
 
     println!(
@@ -324,28 +431,50 @@ fn main() {
         ours::version()
     );
     println!(
-        "  plugin bench/plugins-baseline/echo; {calls} sequential calls after {warmup} warm-up; \
-         {cold_n} cold starts; RSS over {rss_n} plugins; {} cores",
+        "  plugin bench/plugins-baseline/echo; {calls} sequential calls in {rounds} interleaved rounds \
+         (each after {warmup} warm-up); {cold_n} cold starts; RSS over {rss_n} plugins; {} cores",
         thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0)
     );
 
-    let node = if env_flag("QC_BENCH_SKIP_NODE") {
+    // Round trips: `rounds` interleaved rounds (node, floor, ours), each with its own warm-up,
+    // so a change of the machine's load during the run hits every side alike.
+    let skip_node = env_flag("QC_BENCH_SKIP_NODE");
+    let per_round = calls.div_ceil(rounds);
+    let (mut node_rtt_v, mut floor_v, mut ours_v) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        if !skip_node {
+            match run_node(per_round, warmup, 0, 0) {
+                Ok(r) => node_rtt_v.extend(r.rtt),
+                Err(e) => problems.push(format!("node round {round}: {e}")),
+            }
+        }
+        match floor_round_trips(warmup, per_round) {
+            Ok(v) => floor_v.extend(v),
+            Err(e) => problems.push(format!("floor round {round}: {e}")),
+        }
+        match ours_round_trips(warmup, per_round) {
+            Ok(v) => ours_v.extend(v),
+            Err(e) => problems.push(format!("ours round {round}: {e}")),
+        }
+    }
+    let rtt = stats(ours_v);
+    let floor_rtt = stats(floor_v);
+    let node = if skip_node {
         None
     } else {
-        match run_node(calls, warmup, cold_n, rss_n) {
-            Ok(r) => Some(r),
+        match run_node(0, 0, cold_n, rss_n) {
+            Ok(mut r) => {
+                r.rtt = node_rtt_v;
+                Some(r)
+            }
             Err(e) => {
                 problems.push(format!("node: {e}"));
                 None
             }
         }
     };
-    let rtt = ours_round_trips(warmup, calls)
-        .map_err(|e| problems.push(format!("ours round trip: {e}")))
-        .ok()
-        .and_then(stats);
     let (cold, cold_call) = match ours_cold(cold_n) {
         Ok((a, b)) => (stats(a), stats(b)),
         Err(e) => {
@@ -353,9 +482,13 @@ fn main() {
             (None, None)
         }
     };
-    let rss = ours_rss(rss_n)
-        .map_err(|e| problems.push(format!("ours RSS: {e}")))
-        .ok();
+    let (rss, threads) = match ours_rss(rss_n) {
+        Ok((r, t)) => (Some(r), Some(t)),
+        Err(e) => {
+            problems.push(format!("ours RSS: {e}"));
+            (None, None)
+        }
+    };
 
     let node_rtt = node.as_ref().and_then(|n| stats(n.rtt.clone()));
     let node_cold = node.as_ref().and_then(|n| stats(n.cold.clone()));
@@ -381,6 +514,22 @@ fn main() {
         "call_tool round trip p99",
         p99(&rtt),
         p99(&node_rtt),
+        "µs",
+        1.0,
+        1,
+    );
+    row(
+        "  floor: raw channel, this thread p50",
+        p50(&floor_rtt),
+        None,
+        "µs",
+        1.0,
+        1,
+    );
+    row(
+        "  floor: raw channel, this thread p99",
+        p99(&floor_rtt),
+        None,
         "µs",
         1.0,
         1,
@@ -416,6 +565,14 @@ fn main() {
         "KiB",
         1.0,
         0,
+    );
+    row(
+        "  host threads per running plugin (ours)",
+        threads,
+        None,
+        "",
+        1.0,
+        1,
     );
     println!();
     let (o, n) = (p50(&rtt), p50(&node_rtt));

@@ -13,7 +13,8 @@
 // coldUs: `fork()` → the first tool_result of a call sent right after the fork (a fresh child
 //   each time; the child is ended and reaped before the next iteration).
 // rss*: this process's RSS before and after forking <rssN> children that each answered one
-//   call (the children's own memory is not in it).
+//   call (the children's own memory is not in it); run with --expose-gc so both are read after
+//   a full GC.
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
