@@ -1217,3 +1217,37 @@ fn misuse_gives_the_documented_status() {
         QC_OK
     );
 }
+
+#[test]
+fn reload_sees_what_another_host_installed() {
+    let a = Host::new(json!({}));
+    let cfg = cs(&json!({"pluginsDir": a.dir.path().join("plugins")}).to_string());
+    let mut b = Host {
+        h: null_mut(),
+        dir: TempDir::new("second"),
+    };
+    assert_eq!(
+        unsafe { qc_plugin_host_new(cfg.as_ptr(), &mut b.h, null_mut()) },
+        QC_OK
+    );
+    a.install(&fixture("hello"));
+    let (rc, e, _) = b.call("com.example.hello", "say_hello", r#"{"name":"B"}"#, None);
+    assert_eq!(
+        (rc, e["kind"].as_str()),
+        (QC_NOT_FOUND, Some("not_found")),
+        "not seen before a reload"
+    );
+    assert_eq!(unsafe { qc_plugin_host_reload(b.h, null_mut()) }, QC_OK);
+    let (rc, out, _) = b.call("com.example.hello", "say_hello", r#"{"name":"B"}"#, None);
+    assert_eq!((rc, text_of(&out)), (QC_OK, "Hello, B!".to_string()));
+    // Uninstalled by A: B's running instance ends at its reload.
+    let id = cs("com.example.hello");
+    let mut out = null_mut();
+    assert_eq!(
+        unsafe { qc_plugin_host_uninstall(a.h, id.as_ptr(), 0, &mut out, null_mut(), null_mut()) },
+        QC_OK
+    );
+    take(out);
+    assert_eq!(unsafe { qc_plugin_host_reload(b.h, null_mut()) }, QC_OK);
+    assert!(plugin_processes(&a.dir.path().join("plugins")).is_empty());
+}
