@@ -1251,3 +1251,47 @@ fn reload_sees_what_another_host_installed() {
     assert_eq!(unsafe { qc_plugin_host_reload(b.h, null_mut()) }, QC_OK);
     assert!(plugin_processes(&a.dir.path().join("plugins")).is_empty());
 }
+
+#[test]
+fn free_ends_a_blocking_call_running_on_another_thread() {
+    let mut host = Host::new(json!({}));
+    host.install(&fixture("hostile/idle-hang"));
+    let h = host.h as usize;
+    let caller = std::thread::spawn(move || {
+        let (p, t) = (cs("test.hostile.idle-hang"), cs("hang"));
+        let (mut out, mut ej) = (null_mut(), null_mut());
+        let started = Instant::now();
+        let rc = unsafe {
+            qc_plugin_host_call(
+                h as *mut qc_plugin_host,
+                p.as_ptr(),
+                t.as_ptr(),
+                null(),
+                null(),
+                &mut out,
+                &mut ej,
+                null_mut(),
+            )
+        };
+        (rc, take_json(ej), started.elapsed())
+    });
+    // Wait until the plugin runs (the call is in flight), then free.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while plugin_processes(&host.dir.path().join("plugins")).is_empty() {
+        assert!(Instant::now() < deadline, "the plugin never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let h = std::mem::replace(&mut host.h, null_mut());
+    assert_eq!(unsafe { qc_plugin_host_free(h) }, QC_OK);
+    let (rc, e, took) = caller.join().unwrap();
+    assert_ne!(rc, QC_OK);
+    assert!(
+        ["host", "exited"].contains(&e["kind"].as_str().unwrap()),
+        "{e}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "the call outlived the free: {took:?}"
+    );
+}
