@@ -1295,3 +1295,63 @@ fn free_ends_a_blocking_call_running_on_another_thread() {
         "the call outlived the free: {took:?}"
     );
 }
+
+unsafe extern "C" fn on_log(ud: *mut c_void, level: u32, message: *const c_char) {
+    let msg = CStr::from_ptr(message).to_str().unwrap();
+    rec(ud).push(json!({"level": level, "message": msg}).to_string());
+}
+
+#[test]
+fn startup_finished_and_log_lines_up_to_the_level() {
+    let host = Host::new(json!({}));
+    host.install(&fixture("full"));
+    host.install(&fixture("hello"));
+    host.install(&fixture("hostile/crash-mid-call"));
+    let (logs, lud) = recorder();
+    let rc = unsafe {
+        qc_plugin_host_set_log_callback(
+            host.h,
+            Some(on_log),
+            lud,
+            Some(release),
+            QC_LOG_WARN,
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, QC_OK);
+    // Only full declares onStartupFinished.
+    let mut out = null_mut();
+    assert_eq!(
+        unsafe { qc_plugin_host_startup_finished(host.h, &mut out, null_mut()) },
+        QC_OK
+    );
+    assert_eq!(
+        take_json(out),
+        json!([{"plugin": "com.example.full", "ok": true}])
+    );
+    let plugins = host.dir.path().join("plugins");
+    assert_eq!(plugin_processes(&plugins).len(), 1);
+    // An unexpected exit is a warning, delivered on the callback thread;
+    // info lines (starts) stay below the level.
+    let (rc, _, _) = host.call("test.hostile.crash-mid-call", "explode", "{}", None);
+    assert_eq!(rc, QC_REFUSED);
+    let got = logs.wait_for(|v| v.iter().any(|(_, s)| s.contains("boom mid-call")));
+    assert!(got.iter().all(|(t, _)| t == "qc-cb"));
+    for v in logs.jsons() {
+        assert!(
+            v["level"].as_u64().unwrap() <= u64::from(QC_LOG_WARN),
+            "{v}"
+        );
+    }
+    // Removing the log callback finalizes its user_data.
+    let rc = unsafe {
+        qc_plugin_host_set_log_callback(host.h, None, null_mut(), None, QC_LOG_WARN, null_mut())
+    };
+    assert_eq!(rc, QC_OK);
+    // (after the log lines still queued for the callback thread have run)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while logs.freed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(logs.freed.load(Ordering::SeqCst), 1);
+}
