@@ -13,11 +13,21 @@ use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
+use sessions_util::TempDir;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/fixtures");
+#[path = "plugins_runtime/util.rs"]
+mod runtime_util;
+mod sessions_util;
 
+/// A fixture plugin's folder, as a string for the C API.
 fn fixture(name: &str) -> String {
-    format!("{FIXTURES}/{name}")
+    runtime_util::fixture(name).to_string_lossy().into_owned()
+}
+
+/// Pids of live processes started by a plugin of the plugins directory `dir`
+/// (every plugin process inherits `PLUGIN_DATA_DIR=<dir>/data/<id>`).
+fn plugin_processes(dir: &Path) -> Vec<i32> {
+    runtime_util::pids_with_env(&format!("PLUGIN_DATA_DIR={}/data/", dir.display()))
 }
 
 fn cs(s: &str) -> CString {
@@ -33,77 +43,6 @@ fn take(s: *mut c_char) -> String {
 
 fn take_json(s: *mut c_char) -> Value {
     serde_json::from_str(&take(s)).unwrap()
-}
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A temp folder removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "qc-ffip-{}-{}-{name}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Pids of live processes started by a plugin of `dir` (their environment
-/// holds the runtime's instance tag and a `PLUGIN_DATA_DIR` under `dir`).
-fn plugin_processes(dir: &Path) -> Vec<i32> {
-    let needle = format!("PLUGIN_DATA_DIR={}", dir.display());
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        let vars: Vec<String> = env
-            .split(|b| *b == 0)
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .collect();
-        if vars
-            .iter()
-            .any(|v| v.starts_with("QWEN_COMPANION_PLUGIN_INSTANCE="))
-            && vars.iter().any(|v| v.starts_with(&needle))
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn assert_no_plugin_process(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let left = plugin_processes(dir);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() > deadline {
-            for pid in &left {
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
-            }
-            panic!("plugin processes left behind: {left:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A plugin host over a fresh plugins directory (freed, and checked for
@@ -204,8 +143,25 @@ impl Drop for Host {
         if !self.h.is_null() {
             assert_eq!(unsafe { qc_plugin_host_free(self.h) }, QC_OK);
         }
-        assert_no_plugin_process(self.dir.path());
+        runtime_util::assert_no_process_of(&self.dir.path().join("plugins"));
     }
+}
+
+/// `qc_plugin_host_visible` of `plugin` for `cwd`: (status, *out).
+fn visible(host: &Host, plugin: &str, cwd: &str) -> (u32, i32) {
+    let (p, c) = (cs(plugin), cs(cwd));
+    let mut vis = -1;
+    let rc = unsafe {
+        qc_plugin_host_visible(
+            host.h,
+            p.as_ptr(),
+            c.as_ptr(),
+            &mut vis,
+            null_mut(),
+            null_mut(),
+        )
+    };
+    (rc, vis)
 }
 
 fn text_of(result: &Value) -> String {
@@ -391,7 +347,7 @@ fn install_list_call_and_every_error_kind() {
     assert_eq!(rc, QC_OK);
     assert_eq!(text_of(&out), "Hello, Ada!");
     // The leftover scan sees a running plugin (so its empty answer at the end means something).
-    assert_eq!(plugin_processes(host.dir.path()).len(), 1);
+    assert_eq!(plugin_processes(&host.dir.path().join("plugins")).len(), 1);
 
     // schema: before the plugin sees it.
     let (rc, e, msg) = host.call("com.example.hello", "say_hello", r#"{"name":7}"#, None);
@@ -522,31 +478,11 @@ fn install_list_call_and_every_error_kind() {
     );
 
     // visible / options / parse_document.
-    let mut vis = -1;
-    let repo = cs(env!("CARGO_MANIFEST_DIR"));
-    let rc = unsafe {
-        qc_plugin_host_visible(
-            host.h,
-            fid.as_ptr(),
-            repo.as_ptr(),
-            &mut vis,
-            null_mut(),
-            null_mut(),
-        )
-    };
-    assert_eq!((rc, vis), (QC_OK, 1));
-    let root = cs("/");
-    let rc = unsafe {
-        qc_plugin_host_visible(
-            host.h,
-            fid.as_ptr(),
-            root.as_ptr(),
-            &mut vis,
-            null_mut(),
-            null_mut(),
-        )
-    };
-    assert_eq!((rc, vis), (QC_OK, 0));
+    assert_eq!(
+        visible(&host, "com.example.full", env!("CARGO_MANIFEST_DIR")),
+        (QC_OK, 1)
+    );
+    assert_eq!(visible(&host, "com.example.full", "/"), (QC_OK, 0));
     let mode = cs("mode");
     let mut out = null_mut();
     let rc = unsafe {
@@ -1033,6 +969,23 @@ fn free_from_inside_a_callback() {
     );
 }
 
+/// `qc_plugin_host_call` with raw arguments; an argument or handle error
+/// leaves `error_json` NULL, which is checked here.
+fn raw_call(
+    h: *mut qc_plugin_host,
+    plugin: *const c_char,
+    tool: *const c_char,
+    params: *const c_char,
+    options: *const c_char,
+    out: *mut *mut c_char,
+) -> u32 {
+    let mut ej = null_mut();
+    let rc =
+        unsafe { qc_plugin_host_call(h, plugin, tool, params, options, out, &mut ej, null_mut()) };
+    assert!(ej.is_null(), "error_json set for status {rc}");
+    rc
+}
+
 #[test]
 fn misuse_gives_the_documented_status() {
     let bad_cfg = cs(r#"{"pluginsDirr":"/x"}"#);
@@ -1089,18 +1042,7 @@ fn misuse_gives_the_documented_status() {
             QC_INVALID_HANDLE
         );
         assert!(ej.is_null(), "handle errors have no error_json");
-        let rc = unsafe {
-            qc_plugin_host_call(
-                bad,
-                id.as_ptr(),
-                tool.as_ptr(),
-                null(),
-                null(),
-                &mut out,
-                &mut ej,
-                null_mut(),
-            )
-        };
+        let rc = raw_call(bad, id.as_ptr(), tool.as_ptr(), null(), null(), &mut out);
         assert_eq!(rc, QC_INVALID_HANDLE);
         assert_eq!(
             unsafe { qc_plugin_host_stats(bad, id.as_ptr(), &mut out, null_mut()) },
@@ -1125,48 +1067,15 @@ fn misuse_gives_the_documented_status() {
     // NULL required arguments.
     let h = host.h;
     assert_eq!(
-        unsafe {
-            qc_plugin_host_call(
-                h,
-                null(),
-                tool.as_ptr(),
-                null(),
-                null(),
-                &mut out,
-                &mut ej,
-                null_mut(),
-            )
-        },
+        raw_call(h, null(), tool.as_ptr(), null(), null(), &mut out),
         QC_NULL_PARAMETER
     );
     assert_eq!(
-        unsafe {
-            qc_plugin_host_call(
-                h,
-                id.as_ptr(),
-                null(),
-                null(),
-                null(),
-                &mut out,
-                &mut ej,
-                null_mut(),
-            )
-        },
+        raw_call(h, id.as_ptr(), null(), null(), null(), &mut out),
         QC_NULL_PARAMETER
     );
     assert_eq!(
-        unsafe {
-            qc_plugin_host_call(
-                h,
-                id.as_ptr(),
-                tool.as_ptr(),
-                null(),
-                null(),
-                null_mut(),
-                &mut ej,
-                null_mut(),
-            )
-        },
+        raw_call(h, id.as_ptr(), tool.as_ptr(), null(), null(), null_mut()),
         QC_NULL_PARAMETER
     );
     assert_eq!(
@@ -1221,18 +1130,7 @@ fn misuse_gives_the_documented_status() {
 
     // Invalid UTF-8 and JSON.
     assert_eq!(
-        unsafe {
-            qc_plugin_host_call(
-                h,
-                bad_utf8,
-                tool.as_ptr(),
-                null(),
-                null(),
-                &mut out,
-                &mut ej,
-                null_mut(),
-            )
-        },
+        raw_call(h, bad_utf8, tool.as_ptr(), null(), null(), &mut out),
         QC_INVALID_UTF8
     );
     assert_eq!(
@@ -1248,32 +1146,24 @@ fn misuse_gives_the_documented_status() {
         QC_INVALID_UTF8
     );
     assert!(ej.is_null());
-    let rc = unsafe {
-        qc_plugin_host_call(
-            h,
-            id.as_ptr(),
-            tool.as_ptr(),
-            bad_json.as_ptr(),
-            null(),
-            &mut out,
-            &mut ej,
-            null_mut(),
-        )
-    };
+    let rc = raw_call(
+        h,
+        id.as_ptr(),
+        tool.as_ptr(),
+        bad_json.as_ptr(),
+        null(),
+        &mut out,
+    );
     assert_eq!(rc, QC_INVALID_JSON);
     assert!(ej.is_null() && out.is_null());
-    let rc = unsafe {
-        qc_plugin_host_call(
-            h,
-            id.as_ptr(),
-            tool.as_ptr(),
-            null(),
-            bad_json.as_ptr(),
-            &mut out,
-            &mut ej,
-            null_mut(),
-        )
-    };
+    let rc = raw_call(
+        h,
+        id.as_ptr(),
+        tool.as_ptr(),
+        null(),
+        bad_json.as_ptr(),
+        &mut out,
+    );
     assert_eq!(rc, QC_INVALID_JSON);
     let key = cs("k");
     assert_eq!(
@@ -1326,4 +1216,142 @@ fn misuse_gives_the_documented_status() {
             .0,
         QC_OK
     );
+}
+
+#[test]
+fn reload_sees_what_another_host_installed() {
+    let a = Host::new(json!({}));
+    let cfg = cs(&json!({"pluginsDir": a.dir.path().join("plugins")}).to_string());
+    let mut b = Host {
+        h: null_mut(),
+        dir: TempDir::new("second"),
+    };
+    assert_eq!(
+        unsafe { qc_plugin_host_new(cfg.as_ptr(), &mut b.h, null_mut()) },
+        QC_OK
+    );
+    a.install(&fixture("hello"));
+    let (rc, e, _) = b.call("com.example.hello", "say_hello", r#"{"name":"B"}"#, None);
+    assert_eq!(
+        (rc, e["kind"].as_str()),
+        (QC_NOT_FOUND, Some("not_found")),
+        "not seen before a reload"
+    );
+    assert_eq!(unsafe { qc_plugin_host_reload(b.h, null_mut()) }, QC_OK);
+    let (rc, out, _) = b.call("com.example.hello", "say_hello", r#"{"name":"B"}"#, None);
+    assert_eq!((rc, text_of(&out)), (QC_OK, "Hello, B!".to_string()));
+    // Uninstalled by A: B's running instance ends at its reload.
+    let id = cs("com.example.hello");
+    let mut out = null_mut();
+    assert_eq!(
+        unsafe { qc_plugin_host_uninstall(a.h, id.as_ptr(), 0, &mut out, null_mut(), null_mut()) },
+        QC_OK
+    );
+    take(out);
+    assert_eq!(unsafe { qc_plugin_host_reload(b.h, null_mut()) }, QC_OK);
+    assert!(plugin_processes(&a.dir.path().join("plugins")).is_empty());
+}
+
+#[test]
+fn free_ends_a_blocking_call_running_on_another_thread() {
+    let mut host = Host::new(json!({}));
+    host.install(&fixture("hostile/idle-hang"));
+    let h = host.h as usize;
+    let caller = std::thread::spawn(move || {
+        let (p, t) = (cs("test.hostile.idle-hang"), cs("hang"));
+        let (mut out, mut ej) = (null_mut(), null_mut());
+        let started = Instant::now();
+        let rc = unsafe {
+            qc_plugin_host_call(
+                h as *mut qc_plugin_host,
+                p.as_ptr(),
+                t.as_ptr(),
+                null(),
+                null(),
+                &mut out,
+                &mut ej,
+                null_mut(),
+            )
+        };
+        (rc, take_json(ej), started.elapsed())
+    });
+    // Wait until the plugin runs (the call is in flight), then free.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while plugin_processes(&host.dir.path().join("plugins")).is_empty() {
+        assert!(Instant::now() < deadline, "the plugin never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let h = std::mem::replace(&mut host.h, null_mut());
+    assert_eq!(unsafe { qc_plugin_host_free(h) }, QC_OK);
+    let (rc, e, took) = caller.join().unwrap();
+    assert_ne!(rc, QC_OK);
+    assert!(
+        ["host", "exited"].contains(&e["kind"].as_str().unwrap()),
+        "{e}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "the call outlived the free: {took:?}"
+    );
+}
+
+unsafe extern "C" fn on_log(ud: *mut c_void, level: u32, message: *const c_char) {
+    let msg = CStr::from_ptr(message).to_str().unwrap();
+    rec(ud).push(json!({"level": level, "message": msg}).to_string());
+}
+
+#[test]
+fn startup_finished_and_log_lines_up_to_the_level() {
+    let host = Host::new(json!({}));
+    host.install(&fixture("full"));
+    host.install(&fixture("hello"));
+    host.install(&fixture("hostile/crash-mid-call"));
+    let (logs, lud) = recorder();
+    let rc = unsafe {
+        qc_plugin_host_set_log_callback(
+            host.h,
+            Some(on_log),
+            lud,
+            Some(release),
+            QC_LOG_WARN,
+            null_mut(),
+        )
+    };
+    assert_eq!(rc, QC_OK);
+    // Only full declares onStartupFinished.
+    let mut out = null_mut();
+    assert_eq!(
+        unsafe { qc_plugin_host_startup_finished(host.h, &mut out, null_mut()) },
+        QC_OK
+    );
+    assert_eq!(
+        take_json(out),
+        json!([{"plugin": "com.example.full", "ok": true}])
+    );
+    let plugins = host.dir.path().join("plugins");
+    assert_eq!(plugin_processes(&plugins).len(), 1);
+    // An unexpected exit is a warning, delivered on the callback thread;
+    // info lines (starts) stay below the level.
+    let (rc, _, _) = host.call("test.hostile.crash-mid-call", "explode", "{}", None);
+    assert_eq!(rc, QC_REFUSED);
+    let got = logs.wait_for(|v| v.iter().any(|(_, s)| s.contains("boom mid-call")));
+    assert!(got.iter().all(|(t, _)| t == "qc-cb"));
+    for v in logs.jsons() {
+        assert!(
+            v["level"].as_u64().unwrap() <= u64::from(QC_LOG_WARN),
+            "{v}"
+        );
+    }
+    // Removing the log callback finalizes its user_data.
+    let rc = unsafe {
+        qc_plugin_host_set_log_callback(host.h, None, null_mut(), None, QC_LOG_WARN, null_mut())
+    };
+    assert_eq!(rc, QC_OK);
+    // (after the log lines still queued for the callback thread have run)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while logs.freed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(logs.freed.load(Ordering::SeqCst), 1);
 }

@@ -75,38 +75,41 @@ static void sb_error_object(sbuf *b, const char *kind, qc_status st, const char 
     sb_putc(b, '}');
 }
 
-/* Prints {"ok":true,FIELD:<out>} or {"ok":false,"error":{…}}; frees the
- * strings. With FIELD NULL, out's members are merged in. Returns the exit
- * code (0 or 1). */
-static int print_outcome(const char *field, const char *kind, qc_status st, char *out, char *ej, char *err)
+/* Appends "ok":true,FIELD:VALUE (VALUE: value, else out, else null; with
+ * FIELD NULL, out's members are merged in instead) or "ok":false,"error":{…}.
+ * out, ej and err are the library's strings: freed here. */
+static void sb_outcome(sbuf *b, const char *field, const char *kind, qc_status st, const char *value, char *out,
+                       char *ej, char *err)
 {
-    sbuf line = {0};
     if (st == QC_OK) {
-        sb_puts(&line, "{\"ok\":true");
-        if (field == NULL) {
-            if (out != NULL && out[0] == '{' && out[1] != '}') {
-                sb_putc(&line, ',');
-                sb_puts(&line, out + 1);
-                line.len--; /* out's closing brace stays, ours is not added */
-                line.data[line.len] = '\0';
-            }
-        } else {
-            sb_puts(&line, ",\"");
-            sb_puts(&line, field);
-            sb_puts(&line, "\":");
-            sb_puts(&line, out != NULL ? out : "null");
+        sb_puts(b, "\"ok\":true");
+        if (field != NULL) {
+            sb_puts(b, ",\"");
+            sb_puts(b, field);
+            sb_puts(b, "\":");
+            sb_puts(b, value != NULL ? value : out != NULL ? out : "null");
+        } else if (out != NULL && out[0] == '{' && out[1] != '}') {
+            sb_putc(b, ',');
+            sb_putn(b, out + 1, strlen(out) - 2); /* without out's braces */
         }
-        sb_putc(&line, '}');
     } else {
-        sb_puts(&line, "{\"ok\":false,\"error\":");
-        sb_error_object(&line, kind, st, ej, err);
-        sb_putc(&line, '}');
+        sb_puts(b, "\"ok\":false,\"error\":");
+        sb_error_object(b, kind, st, ej, value != NULL ? value : err);
     }
-    emit_line(&line);
-    sb_free(&line);
     qc_string_free(out);
     qc_string_free(ej);
     qc_string_free(err);
+}
+
+/* Prints {"ok":…} (see sb_outcome). Returns the exit code (0 or 1). */
+static int print_outcome(const char *field, const char *kind, qc_status st, char *out, char *ej, char *err)
+{
+    sbuf line = {0};
+    sb_putc(&line, '{');
+    sb_outcome(&line, field, kind, st, NULL, out, ej, err);
+    sb_putc(&line, '}');
+    emit_line(&line);
+    sb_free(&line);
     return st == QC_OK ? 0 : 1;
 }
 
@@ -373,33 +376,18 @@ static void serve_on_notification(void *user_data, uint64_t id, const char *json
     qc_string_free(err);
 }
 
-/* Prints a result line: {"event":"result","command":VERB,"ok":true,FIELD:value}
- * or {…,"ok":false,"error":{…}}. out, ej and err are the library's (freed
- * here); value, when not NULL, is used instead of out. */
+/* Prints {"event":"result","command":VERB,"ok":…} (see sb_outcome). */
 static void serve_result(const char *verb, const char *field, qc_status st, const char *value, char *out, char *ej,
                          char *err)
 {
     sbuf line = {0};
     sb_puts(&line, "{\"event\":\"result\",\"command\":");
     sb_json_str(&line, verb);
-    if (st == QC_OK) {
-        sb_puts(&line, ",\"ok\":true");
-        if (field != NULL) {
-            sb_puts(&line, ",\"");
-            sb_puts(&line, field);
-            sb_puts(&line, "\":");
-            sb_puts(&line, value != NULL ? value : out != NULL ? out : "null");
-        }
-    } else {
-        sb_puts(&line, ",\"ok\":false,\"error\":");
-        sb_error_object(&line, "kind", st, ej, value != NULL ? value : err);
-    }
+    sb_putc(&line, ',');
+    sb_outcome(&line, field, "kind", st, value, out, ej, err);
     sb_putc(&line, '}');
     emit_line(&line);
     sb_free(&line);
-    qc_string_free(out);
-    qc_string_free(ej);
-    qc_string_free(err);
 }
 
 /* A command the demo refuses before calling the library. */

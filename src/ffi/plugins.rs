@@ -81,9 +81,12 @@ pub type qc_plugin_capability_fn = Option<
 
 type EventFn = dyn Fn(&Value) + Send + Sync;
 
+/// A host capability callback as a closure: `(request id, request JSON)`.
+type CapabilityCall = dyn Fn(u64, &Value) + Send + Sync;
+
 /// What the library keeps for one offered capability: the host's callback,
 /// or none (offered to pull mode only).
-type CapabilityCb = Option<Arc<dyn Fn(u64, &Value) + Send + Sync>>;
+type CapabilityCb = Option<Arc<CapabilityCall>>;
 
 /// The state shared by the host's closures (never holds the host itself
 /// strongly, so dropping the host ends everything).
@@ -878,12 +881,11 @@ pub unsafe extern "C" fn qc_plugin_host_set_capability_callback(
         let name = capability_name(name)?;
         let ud = UserData::new(user_data, free_user_data);
         let cb: Option<CapabilityCb> = cb.map(|f| {
-            let call: Arc<dyn Fn(u64, &Value) + Send + Sync> =
-                Arc::new(move |id: u64, request: &Value| {
-                    let json = callback_cstring(&request.to_string());
-                    // SAFETY: host callback with its own user_data; the string lives for the call.
-                    unsafe { f(ud.ptr(), id, json.as_ptr()) }
-                });
+            let call: Arc<CapabilityCall> = Arc::new(move |id: u64, request: &Value| {
+                let json = callback_cstring(&request.to_string());
+                // SAFETY: host callback with its own user_data; the string lives for the call.
+                unsafe { f(ud.ptr(), id, json.as_ptr()) }
+            });
             Some(call)
         });
         offer(&e, name, cb);

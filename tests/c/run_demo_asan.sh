@@ -279,22 +279,18 @@ check "stop: sanitizers clean" sanitizer_clean "$ERR3"
 check "no lock files left in \$QWEN_HOME/ide" test -z "$(ls -A "$LOCKDIR" 2>/dev/null | grep -v '^\.')"
 
 # ---------------------------------------------------------------------------
-if [ "${QC_SKIP_SESSIONS:-0}" != 1 ]; then
-    echo "# qcdemo sessions (tests/c/run_sessions_asan.sh)"
-    if NO_CARGO=1 bash "$HERE/run_sessions_asan.sh"; then
-        pass "qcdemo sessions: tests/c/run_sessions_asan.sh"
+# The subcommands' own harnesses, one check each (QC_SKIP_SESSIONS=1 /
+# QC_SKIP_PLUGINS=1 leave one out).
+for sub in sessions plugins; do
+    skip_var="QC_SKIP_${sub^^}"
+    [ "${!skip_var:-0}" = 1 ] && continue
+    echo "# qcdemo $sub (tests/c/run_${sub}_asan.sh)"
+    if NO_CARGO=1 bash "$HERE/run_${sub}_asan.sh"; then
+        pass "qcdemo $sub: tests/c/run_${sub}_asan.sh"
     else
-        fail "qcdemo sessions: tests/c/run_sessions_asan.sh"
+        fail "qcdemo $sub: tests/c/run_${sub}_asan.sh"
     fi
-fi
-if [ "${QC_SKIP_PLUGINS:-0}" != 1 ]; then
-    echo "# qcdemo plugins (tests/c/run_plugins_asan.sh)"
-    if NO_CARGO=1 bash "$HERE/run_plugins_asan.sh"; then
-        pass "qcdemo plugins: tests/c/run_plugins_asan.sh"
-    else
-        fail "qcdemo plugins: tests/c/run_plugins_asan.sh"
-    fi
-fi
+done
 
 summary
 [ "$FAILED" -eq 0 ]
