@@ -421,3 +421,30 @@ def test_bad_arguments(make_host):
         host.call("com.example.hello", "say_hello", {"x": object()})
     with pytest.raises(TypeError):
         host.set_capability("show_notification", 42)
+
+
+def test_pending_resolved_before_the_handler_returns(make_host):
+    host = make_host()
+    host.install(fixture("todo-quadrant"))
+
+    def early(request):
+        p = Pending()
+        assert p.resolve({"shown": False, "reason": "early"}) is True
+        assert p.reject("too late") is False  # one answer only
+        return p
+
+    host.set_capability("show_notification", early)
+    out = host.call("local.todo-quadrant", "manage_todo_quadrant", {"action": "remind_now"})
+    assert out["content"][0]["text"] == "Reminder not shown (early)."
+
+
+def test_handler_result_that_is_not_json_gives_the_plugin_an_error(make_host):
+    host = make_host(log=lambda level, msg: None)
+    host.install(fixture("todo-quadrant"))
+    host.set_capability("show_notification", lambda request: {"shown": object()})
+    with pytest.raises(PluginCallError) as e:
+        host.call("local.todo-quadrant", "manage_todo_quadrant", {"action": "remind_now"})
+    assert "not JSON-serializable" in e.value.plugin_message
+    host.set_capability("show_notification", None)  # the library default again
+    out = host.call("local.todo-quadrant", "manage_todo_quadrant", {"action": "remind_now"})
+    assert out["content"][0]["text"].startswith("Reminder not shown")
