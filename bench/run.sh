@@ -3,10 +3,11 @@
 # when missing) and each Node baseline's pinned dependencies (npm ci from its lock file):
 #   benches/ide.rs       IDE companion vs bench/node-baseline (express + MCP SDK)
 #   benches/sessions.rs  cross-session messaging vs bench/sdk-baseline (@qwen-code/sdk PeerEndpoint)
+#   benches/plugins.rs   plugin host vs bench/plugins-baseline (plain child_process.fork; no npm deps)
 #
-#   bench/run.sh                          # both (~1 min + ~20 s on 2 cores, plus the release build)
-#   QC_BENCH_ONLY=sessions bench/run.sh   # one of them (ide | sessions)
-#   QC_BENCH_N=500 bench/run.sh           # knobs: see the top of benches/ide.rs and benches/sessions.rs
+#   bench/run.sh                          # all three (~1 min + ~20 s + ~10 s on 2 cores, plus the release build)
+#   QC_BENCH_ONLY=sessions bench/run.sh   # some of them (ide | sessions | plugins)
+#   QC_BENCH_N=500 bench/run.sh           # knobs: see the top of benches/ide.rs, sessions.rs and plugins.rs
 #
 # A missed target is reported, never a failure: the exit code is non-zero only when
 # something could not be built or installed.
@@ -42,6 +43,6 @@ if [ "${QC_BENCH_SKIP_NODE:-0}" != 1 ]; then
 fi
 
 cd "$root"
-for bench in ${QC_BENCH_ONLY:-ide sessions}; do
+for bench in ${QC_BENCH_ONLY:-ide sessions plugins}; do
   cargo bench --bench "$bench" "$@"
 done

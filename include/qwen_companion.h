@@ -73,6 +73,12 @@ typedef struct qc_companion qc_companion;
 typedef struct qc_participant qc_participant;
 
 /**
+ * A plugin host over one plugins directory. Opaque; created by
+ * `qc_plugin_host_new`, released by `qc_plugin_host_free`.
+ */
+typedef struct qc_plugin_host qc_plugin_host;
+
+/**
  * A reply slot handed to a diff callback; valid only during that callback,
  * on the callback thread. Fill it with `qc_reply_set_text`.
  */
@@ -121,6 +127,17 @@ typedef int32_t (*qc_close_diff_fn)(void *user_data, const char *file_path, qc_r
  * A callback receiving one JSON document (borrowed for the call).
  */
 typedef void (*qc_json_fn)(void *user_data, const char *json);
+
+/**
+ * A capability request. `request_json` (borrowed for the call) is
+ * `{"id":N,"plugin":ID,"capability":NAME,"params":…}`; `request_id` is the
+ * same `N`. Answer it with `qc_plugin_host_respond(host, request_id, …)` from
+ * any thread, inside the callback or later; unanswered requests are answered
+ * with an error by the library after `hostRequestTimeoutMs`.
+ */
+typedef void (*qc_plugin_capability_fn)(void *user_data,
+                                        uint64_t request_id,
+                                        const char *request_json);
 
 /**
  * Success.
@@ -437,6 +454,340 @@ qc_status qc_companion_respond(qc_companion *c,
                                int32_t ok,
                                const char *text,
                                size_t len,
+                               char **error);
+
+/**
+ * Creates a plugin host over a plugins directory; no plugin runs until its
+ * first call (or `qc_plugin_host_startup_finished`).
+ *
+ * `config_json` (nullable, borrowed) is a JSON object, every field
+ * optional: `pluginsDir` (default `$QWEN_HOME/companion/plugins`, else
+ * `~/.qwen/companion/plugins`), `node` (path or name in PATH, default
+ * `node`), `nodeIsElectron` (run it with `ELECTRON_RUN_AS_NODE=1`),
+ * `callTimeoutMs` (30000; 50..3600000), `maxMessageBytes` (16 MiB; a
+ * plugin message over it fails `too_large`), `startTimeoutMs` (10000),
+ * `killGraceMs` (2000), `probeTimeoutMs` (1000), `hostRequestTimeoutMs`
+ * (30000: how long a capability request waits for the host),
+ * `workspaceRoot` (`context.cwd` of calls that give none), and the
+ * crash-loop breaker `crashLoopMaxExits` (3; 0 = never) within
+ * `crashLoopWindowMs` (60000). Unknown fields are refused
+ * (`QC_INVALID_JSON`); values out of range give `QC_INVALID_ARGUMENT`.
+ * On success `*out` receives a handle owned by the caller: release it with
+ * `qc_plugin_host_free`. Starts the host's callback thread.
+ */
+qc_status qc_plugin_host_new(const char *config_json, qc_plugin_host **out, char **error);
+
+/**
+ * Releases a plugin host: ends every plugin process (with all its
+ * descendants), answers waiting capability requests with an error, joins
+ * the callback thread (unless called from inside one of its own callbacks:
+ * the thread then ends after that callback returns) and finalizes every
+ * callback's `user_data`. `_call_async` calls still running complete with
+ * `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
+ * NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+ * gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
+ * (they fail with `host`).
+ */
+qc_status qc_plugin_host_free(qc_plugin_host *h);
+
+/**
+ * `*out` receives the plugins directory in use, as an absolute path
+ * (owned; free with `qc_string_free`).
+ */
+qc_status qc_plugin_host_plugins_dir(const qc_plugin_host *h, char **out, char **error);
+
+/**
+ * Re-reads the plugins directory: new plugins appear, removed ones are
+ * ended and forgotten, an updated (re-installed or edited) or disabled one
+ * is ended so its next call runs the new version. Blocks until the ended
+ * processes are gone.
+ */
+qc_status qc_plugin_host_reload(qc_plugin_host *h, char **error);
+
+/**
+ * Starts every enabled plugin that declares the `onStartupFinished`
+ * activation event (concurrently) and waits for the starts. `*out_json`
+ * (owned) receives one entry per such plugin, sorted by id:
+ * `[{"plugin":ID,"ok":true}, {"plugin":ID,"ok":false,"error":{"kind",…}}]`.
+ * A failed start is reported there, not as a status.
+ */
+qc_status qc_plugin_host_startup_finished(qc_plugin_host *h, char **out_json, char **error);
+
+/**
+ * Ends the process of plugin `id` (borrowed) and all its descendants; its
+ * next call starts it again. Not running is fine. An unknown id fails
+ * `not_found` (`QC_NOT_FOUND`, `*error_json` as in the module docs).
+ */
+qc_status qc_plugin_host_unload(qc_plugin_host *h, const char *id, char **error_json, char **error);
+
+/**
+ * Enables plugin `id` (borrowed; persisted in the plugins directory's
+ * state) and clears its crash-loop breaker. `QC_NOT_FOUND` for an unknown id.
+ */
+qc_status qc_plugin_host_enable(qc_plugin_host *h, const char *id, char **error);
+
+/**
+ * Disables plugin `id` (borrowed; persisted) and ends its process; its
+ * calls then fail `disabled`. `QC_NOT_FOUND` for an unknown id.
+ */
+qc_status qc_plugin_host_disable(qc_plugin_host *h, const char *id, char **error);
+
+/**
+ * Sets the configuration value `key` of plugin `id` (persisted; later
+ * calls see it in `context.config`). `value_json` (borrowed) is a JSON
+ * value of the entry's type; `null` removes the value (the default applies
+ * again). `QC_NOT_FOUND` for an unknown plugin or a key its manifest does
+ * not declare, `QC_INVALID_ARGUMENT` for a value of the wrong type,
+ * `QC_INVALID_JSON` for text that is not JSON.
+ */
+qc_status qc_plugin_host_set_config_value(qc_plugin_host *h,
+                                          const char *id,
+                                          const char *key,
+                                          const char *value_json,
+                                          char **error);
+
+/**
+ * Installs the plugin at `src_path` (borrowed): a folder, or a `.zip` file
+ * (recognised by its content) with `manifest.json` at its root, validated
+ * before anything is replaced. An installed version of the same id is
+ * replaced atomically (its data folder is kept); the host is then reloaded
+ * (a running old version is ended). `*out_json` (owned) receives the
+ * plugin's summary: `{"id","name","version","description","tools":
+ * [{"name","modelVisible"}],…,"replaced","previousVersion","warnings"}`.
+ * On failure the plugins directory is unchanged and `*error_json` gets
+ * `{"code","message","problems"?}` (see the module docs).
+ */
+qc_status qc_plugin_host_install(qc_plugin_host *h,
+                                 const char *src_path,
+                                 char **out_json,
+                                 char **error_json,
+                                 char **error);
+
+/**
+ * Uninstalls plugin `id` (borrowed): ends its process and removes its
+ * files; with `remove_data` non-zero also its data folder and its state
+ * (enabled flag, configuration), otherwise they are kept for a later
+ * re-install. `*out_json` (owned) receives `{"id","dataRemoved"}`.
+ * Failures as for `qc_plugin_host_install` (e.g. code `not_found`).
+ */
+qc_status qc_plugin_host_uninstall(qc_plugin_host *h,
+                                   const char *id,
+                                   int32_t remove_data,
+                                   char **out_json,
+                                   char **error_json,
+                                   char **error);
+
+/**
+ * `*out_json` (owned) receives every installed plugin, sorted by id:
+ * `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…}]`
+ * (document-parser tools are listed with `modelVisible: false`). A plugin
+ * whose installed manifest no longer validates is listed as `{"id",
+ * "enabled","tools":[],"error":{"code":"broken_plugin",…}}`. Failures (a
+ * corrupt state file, I/O) as for `qc_plugin_host_install`.
+ */
+qc_status qc_plugin_host_list(const qc_plugin_host *h,
+                              char **out_json,
+                              char **error_json,
+                              char **error);
+
+/**
+ * Calls `tool` of plugin `plugin_id` and waits for its answer (the plugin
+ * is started first if it does not run). All strings are borrowed.
+ * `params_json` is the arguments object (NULL = `{}`), checked against the
+ * tool's `parameters` schema before the plugin sees it. `options_json`
+ * (nullable) is `{"cwd":DIR,"timeoutMs":N}` (both optional: `cwd` is the
+ * call's `context.cwd`, default the config's `workspaceRoot`; `timeoutMs`
+ * 1..3600000 overrides `callTimeoutMs`). On success `*out_json` (owned)
+ * receives `{"content":[…],"details":…}` (`details` only when the plugin
+ * gave one). A failed call gives the status of its kind and `*error_json`
+ * `{"kind",…}` (see the module docs). Must not be called on a library
+ * runtime thread (fails `host`); see the module docs about callbacks.
+ */
+qc_status qc_plugin_host_call(qc_plugin_host *h,
+                              const char *plugin_id,
+                              const char *tool,
+                              const char *params_json,
+                              const char *options_json,
+                              char **out_json,
+                              char **error_json,
+                              char **error);
+
+/**
+ * Starts a call like `qc_plugin_host_call` and returns at once. `on_done`
+ * (required) runs exactly once, on the host's callback thread, with
+ * `{"ok":true,"result":{"content":[…],"details":…}}` or
+ * `{"ok":false,"error":{"kind",…}}` (borrowed for the call); then
+ * `free_user_data` (nullable) runs. Arguments are checked first: on a
+ * failure status nothing runs and the library does not take `user_data`
+ * (`free_user_data` is not called). Freeing the host makes a running call
+ * complete at once with kind `host`.
+ */
+qc_status qc_plugin_host_call_async(qc_plugin_host *h,
+                                    const char *plugin_id,
+                                    const char *tool,
+                                    const char *params_json,
+                                    const char *options_json,
+                                    qc_json_fn on_done,
+                                    void *user_data,
+                                    qc_free_fn free_user_data,
+                                    char **error);
+
+/**
+ * Whether the session action of plugin `plugin_id` shows for the session
+ * folder `cwd` (both borrowed): calls its `sessionAction.visibleTool` with
+ * `{}` and `context.cwd = cwd`, and writes its `details.visible` to `*out`
+ * (1 or 0; 1 when the plugin declares no `visibleTool`). Failures as for
+ * `qc_plugin_host_call`.
+ */
+qc_status qc_plugin_host_visible(qc_plugin_host *h,
+                                 const char *plugin_id,
+                                 const char *cwd,
+                                 int32_t *out,
+                                 char **error_json,
+                                 char **error);
+
+/**
+ * The options of the `select` configuration entry `config_id` of plugin
+ * `plugin_id` (both borrowed): `*out_json` (owned) receives an array,
+ * "Auto" (`{"value":<default>,"label":"Auto"}`) first, then what the
+ * entry's `optionsTool` returned in `details.options`. Failures as for
+ * `qc_plugin_host_call`.
+ */
+qc_status qc_plugin_host_options(qc_plugin_host *h,
+                                 const char *plugin_id,
+                                 const char *config_id,
+                                 char **out_json,
+                                 char **error_json,
+                                 char **error);
+
+/**
+ * Parses a dropped file with the enabled plugin whose `documentParsers`
+ * lists `mime` (borrowed): `data` is `len` bytes (borrowed; NULL with `len`
+ * 0 is an empty file), sent to the parser tool as base64. `*out_json`
+ * (owned) receives `{"success":true,"text":…}` or
+ * `{"success":false,"reason":…}`. No parser for `mime` fails `not_found`;
+ * other failures as for `qc_plugin_host_call`.
+ */
+qc_status qc_plugin_host_parse_document(qc_plugin_host *h,
+                                        const char *mime,
+                                        const uint8_t *data,
+                                        size_t len,
+                                        char **out_json,
+                                        char **error_json,
+                                        char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the event callback. It runs on the
+ * host's callback thread with one JSON event (borrowed for the call):
+ * `{"type":"plugin_started","plugin","pid"}`,
+ * `{"type":"plugin_exit","plugin","code","signal","expected","stderrTail"}`
+ * (`expected` is true when the host ended it),
+ * `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker), or
+ * `{"type":"ui_push","plugin","channel","payload"}` (in the order the
+ * plugin sent them). Not called in pull mode. The previous callback's
+ * `user_data` is finalized. On failure the library does not take
+ * `user_data`.
+ */
+qc_status qc_plugin_host_set_event_callback(qc_plugin_host *h,
+                                            qc_json_fn cb,
+                                            void *user_data,
+                                            qc_free_fn free_user_data,
+                                            char **error);
+
+/**
+ * Sets (or with `cb` NULL removes) the log callback: lines up to
+ * `max_level` (`QC_LOG_ERROR`..`QC_LOG_TRACE`) about plugin starts, exits,
+ * stray frames and so on, on the callback thread; the library prints
+ * nothing itself. If more than 4096 lines wait, newer ones are dropped. The
+ * previous callback's `user_data` is finalized. On failure the library does
+ * not take `user_data`.
+ */
+qc_status qc_plugin_host_set_log_callback(qc_plugin_host *h,
+                                          qc_log_fn cb,
+                                          void *user_data,
+                                          qc_free_fn free_user_data,
+                                          uint32_t max_level,
+                                          char **error);
+
+/**
+ * Offers capability `name` (borrowed, e.g. `show_notification`) to plugins,
+ * answered by `cb`; with `cb` NULL the host's handler is removed and the
+ * library default applies again (`show_notification`: `{"shown":false,
+ * "reason":"unsupported"}`; `render_pdf`: the library renders the Markdown
+ * to a PDF; any other name: refused with `host_error`). `cb` runs on the
+ * host's callback thread (see `qc_plugin_capability_fn`); each request
+ * must be answered with `qc_plugin_host_respond`. Plugins need the
+ * manifest permission `notifications` for `show_notification`. Replacing
+ * or removing a callback answers the requests it left waiting with an
+ * error and finalizes the old `user_data`. Not called in pull mode (the
+ * requests are queued). On failure the library does not take `user_data`.
+ */
+qc_status qc_plugin_host_set_capability_callback(qc_plugin_host *h,
+                                                 const char *name,
+                                                 qc_plugin_capability_fn cb,
+                                                 void *user_data,
+                                                 qc_free_fn free_user_data,
+                                                 char **error);
+
+/**
+ * Offers capability `name` (borrowed) without a callback, for pull mode:
+ * its requests are queued as `host_request` events (see
+ * `qc_plugin_host_next_event`). Outside pull mode they are refused with
+ * `host_error`. Remove the offer with `qc_plugin_host_set_capability_callback(h,
+ * name, NULL, …)`.
+ */
+qc_status qc_plugin_host_offer_capability(qc_plugin_host *h, const char *name, char **error);
+
+/**
+ * Answers capability request `request_id` (from a capability callback, or
+ * the `id` of a pulled `host_request` event in pull mode), from any thread,
+ * at any time before the request times out. With `error_message`
+ * (borrowed) non-NULL the plugin gets `host_error` with it; otherwise it
+ * gets `host_response` with `result_json` (borrowed JSON; NULL = `null`).
+ * `QC_INVALID_JSON` for a bad `result_json` (the request stays waiting);
+ * `QC_NOT_FOUND` for an unknown, already answered or timed-out id.
+ * After `qc_plugin_host_enable_events` ids refer to pulled events only.
+ */
+qc_status qc_plugin_host_respond(qc_plugin_host *h,
+                                 uint64_t request_id,
+                                 const char *result_json,
+                                 const char *error_message,
+                                 char **error);
+
+/**
+ * Switches the host to pull mode, for hosts that must never be called on
+ * a library thread (LuaJIT, single-threaded loops): from now on no event
+ * or capability callback runs; events and capability requests are queued.
+ * `*out_fd` receives a file descriptor owned by the library (do not close
+ * it; valid until `qc_plugin_host_free`) that is readable while events
+ * wait: watch it, then call `qc_plugin_host_next_event` until it gives
+ * NULL. Calling it again returns the same fd. Log and `_call_async`
+ * callbacks still run on the callback thread.
+ */
+qc_status qc_plugin_host_enable_events(qc_plugin_host *h, int32_t *out_fd, char **error);
+
+/**
+ * Takes the next queued event (pull mode). `*out_json` receives an owned
+ * JSON object (free with `qc_string_free`), or NULL when none waits: the
+ * events of `qc_plugin_host_set_event_callback`, and capability requests
+ * `{"type":"host_request","id":N,"plugin","capability","params"}` to answer
+ * with `qc_plugin_host_respond(h, N, …)` (a request whose plugin stopped
+ * waiting is skipped). At most 1024 events wait; beyond that events are
+ * dropped (logged) and requests refused. `QC_REFUSED` when pull mode is
+ * not enabled.
+ */
+qc_status qc_plugin_host_next_event(qc_plugin_host *h, char **out_json, char **error);
+
+/**
+ * `*out_json` (owned) receives the counters of plugin `plugin_id`
+ * (borrowed), for debugging: `{"starts","unexpectedExits","invalidLines",
+ * "unknownReplies","duplicateReplies","lateReplies","ignoredMessages",
+ * "internalMessages","fdsClosed","hostRequests","uiPushes","timeouts",
+ * "kills","running","disabledReason"}`. `QC_NOT_FOUND` for an unknown id.
+ */
+qc_status qc_plugin_host_stats(const qc_plugin_host *h,
+                               const char *plugin_id,
+                               char **out_json,
                                char **error);
 
 /**

@@ -4,7 +4,7 @@
 # no Maven Central).
 #
 #   bindings/kotlin/run-tests.sh            # everything
-#   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | json | intellij
+#   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | plugins | json | intellij
 #   bindings/kotlin/run-tests.sh docs       # only compile the Kotlin examples of the Markdown
 #                                           # files (tests/docs/examples.py; also part of "everything")
 #

@@ -7,7 +7,9 @@
  * `qcdemo sessions ps|listen|send` joins Qwen Code's cross-session messaging
  * as a participant (qc_participant_*): it lists the live sessions, receives
  * messages (with the hold / release / deny decisions of its user), sends and
- * follows receipts. See `qcdemo --help` and `qcdemo sessions --help`.
+ * follows receipts. `qcdemo plugins install|uninstall|list|call|serve` is a
+ * plugin host (qc_plugin_host_*). See `qcdemo --help` and
+ * `qcdemo SUBCOMMAND --help`.
  *
  * Only the public header is used. The sources:
  *   qcdemo.c            main, the usage text and the subcommand dispatch
@@ -17,6 +19,7 @@
  *                       described there)
  *   qcdemo_ide.c        `ide`       (qcdemo_ide_main)
  *   qcdemo_sessions.c   `sessions`  (qcdemo_sessions_main)
+ *   qcdemo_plugins.c    `plugins`   (qcdemo_plugins_main)
  * Subcommands are dispatched on argv[1] through the `subcommands` table
  * below; a new one adds its file, its entry point in qcdemo_common.h, a row
  * here and its source to the Makefile's DEMO_SRCS.
@@ -38,6 +41,7 @@ static const struct {
 } subcommands[] = {
     {"ide", qcdemo_ide_main, "run an IDE companion driven by commands on stdin"},
     {"sessions", qcdemo_sessions_main, "cross-session messaging: ps, listen, send"},
+    {"plugins", qcdemo_plugins_main, "plugin host: install, uninstall, list, call, serve"},
 };
 
 static void usage(FILE *f)

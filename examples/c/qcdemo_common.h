@@ -178,5 +178,6 @@ void command_loop(const sigset_t *wait_mask, const demo_command *cmds, size_t nc
 
 int qcdemo_ide_main(int argc, char **argv);
 int qcdemo_sessions_main(int argc, char **argv);
+int qcdemo_plugins_main(int argc, char **argv);
 
 #endif /* QCDEMO_COMMON_H */

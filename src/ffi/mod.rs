@@ -18,10 +18,12 @@
 
 mod atexit;
 mod companion;
+mod plugins;
 mod sessions;
 mod util;
 
 pub(crate) use atexit::at_exit;
 pub use companion::*;
+pub use plugins::*;
 pub use sessions::*;
 pub use util::*;

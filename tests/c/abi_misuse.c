@@ -433,6 +433,302 @@ static void test_start_io_error(void)
     }
 }
 
+/* ---- qc_plugin_host_*: every function x {NULL, freed, companion handle},
+ * NULL required arguments, invalid UTF-8, invalid JSON; error_json is NULL
+ * on handle and argument errors and an owned JSON object on host errors. */
+
+static void json_cb(void *user_data, const char *json)
+{
+    (void)user_data;
+    (void)json;
+}
+static void cap_cb(void *user_data, uint64_t id, const char *json)
+{
+    (void)user_data;
+    (void)id;
+    (void)json;
+}
+
+/* `call` must use `&err_` as its error argument and `&ej_` as error_json;
+ * the error_json must come back NULL (an argument or handle error). */
+#define EXPECT_NOJ(what, call, want, want2)                                          \
+    do {                                                                            \
+        char *err_ = SENTINEL, *ej_ = SENTINEL;                                     \
+        qc_status st_ = (call);                                                     \
+        expect2(__LINE__, what, st_, want, want2, err_);                            \
+        CHECK(ej_ == NULL, "line %d: %s: error_json not NULL", __LINE__, what);     \
+        if (ej_ != NULL && ej_ != SENTINEL)                                         \
+            qc_string_free(ej_);                                                    \
+    } while (0)
+
+/* Every function of the plugin host against handle h, which is not a live
+ * plugin host: each must answer QC_INVALID_HANDLE (or, for NULL,
+ * QC_NULL_PARAMETER), write no out-parameter and leave error_json NULL. */
+static void plugin_bad_handle(qc_plugin_host *h, const char *kind, qc_status want2)
+{
+    char *out = NULL;
+    int32_t vis = -1, fd = -1;
+    char what[128];
+    const uint8_t data[1] = {'x'};
+
+#define W(name) (snprintf(what, sizeof what, "%s(%s)", name, kind), what)
+    EXPECT_ANY(W("reload"), qc_plugin_host_reload(h, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("plugins_dir"), qc_plugin_host_plugins_dir(h, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("startup_finished"), qc_plugin_host_startup_finished(h, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("unload"), qc_plugin_host_unload(h, "a.b", &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("enable"), qc_plugin_host_enable(h, "a.b", &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("disable"), qc_plugin_host_disable(h, "a.b", &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("set_config_value"), qc_plugin_host_set_config_value(h, "a.b", "k", "1", &err_),
+               QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("install"), qc_plugin_host_install(h, "/tmp", &out, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("uninstall"), qc_plugin_host_uninstall(h, "a.b", 0, &out, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("list"), qc_plugin_host_list(h, &out, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("call"), qc_plugin_host_call(h, "a.b", "t", "{}", NULL, &out, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    free_calls = 0;
+    EXPECT_ANY(W("call_async"),
+               qc_plugin_host_call_async(h, "a.b", "t", "{}", NULL, json_cb, &free_calls, count_free, &err_),
+               QC_INVALID_HANDLE, want2);
+    CHECK(free_calls == 0, "%s: user_data taken on failure", what);
+    EXPECT_NOJ(W("visible"), qc_plugin_host_visible(h, "a.b", "/", &vis, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("options"), qc_plugin_host_options(h, "a.b", "mode", &out, &ej_, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_NOJ(W("parse_document"), qc_plugin_host_parse_document(h, "text/plain", data, 1, &out, &ej_, &err_),
+               QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("set_event_callback"), qc_plugin_host_set_event_callback(h, json_cb, &free_calls, count_free, &err_),
+               QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("set_log_callback"), qc_plugin_host_set_log_callback(h, log_cb, &free_calls, count_free, 3, &err_),
+               QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("set_capability_callback"),
+               qc_plugin_host_set_capability_callback(h, "show_notification", cap_cb, &free_calls, count_free, &err_),
+               QC_INVALID_HANDLE, want2);
+    CHECK(free_calls == 0, "%s: user_data taken on failure (%d)", kind, free_calls);
+    EXPECT_ANY(W("offer_capability"), qc_plugin_host_offer_capability(h, "x", &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("respond"), qc_plugin_host_respond(h, 1, "{}", NULL, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("enable_events"), qc_plugin_host_enable_events(h, &fd, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("next_event"), qc_plugin_host_next_event(h, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("stats"), qc_plugin_host_stats(h, "a.b", &out, &err_), QC_INVALID_HANDLE, want2);
+#undef W
+    CHECK(out == NULL && vis == -1 && fd == -1, "%s: out-parameter written on failure", kind);
+}
+
+static void test_plugin_host(const char *base)
+{
+    qc_plugin_host *h = NULL, *freed = NULL;
+    qc_companion *c = NULL;
+    char cfg[600], *out = NULL, *ej = NULL, *err = NULL;
+    const char *bad = "a\xff" "b";      /* invalid UTF-8 */
+    const char *badjson = "{\"a\":";    /* invalid JSON */
+    int32_t vis = -1, fd = -1;
+    const uint8_t data[3] = {'a', 'b', 'c'};
+
+    snprintf(cfg, sizeof cfg, "{\"pluginsDir\":\"%s/plugins\",\"hostRequestTimeoutMs\":500}", base);
+
+    /* new */
+    EXPECT("plugin_host_new(out=NULL)", qc_plugin_host_new(cfg, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("plugin_host_new(invalid JSON)", qc_plugin_host_new(badjson, &h, &err_), QC_INVALID_JSON);
+    EXPECT("plugin_host_new(unknown field)", qc_plugin_host_new("{\"pluginDir\":\"/x\"}", &h, &err_), QC_INVALID_JSON);
+    EXPECT("plugin_host_new(invalid UTF-8)", qc_plugin_host_new("{\"node\":\"\xff\"}", &h, &err_), QC_INVALID_UTF8);
+    EXPECT("plugin_host_new(out of range)", qc_plugin_host_new("{\"callTimeoutMs\":1}", &h, &err_),
+           QC_INVALID_ARGUMENT);
+    CHECK(h == NULL, "plugin_host_new wrote out on failure");
+    CHECK(qc_plugin_host_free(NULL) == QC_OK, "plugin_host_free(NULL)");
+
+    /* bad handles: NULL, freed, a companion's */
+    EXPECT("plugin_host_new(to free)", qc_plugin_host_new(cfg, &freed, &err_), QC_OK);
+    CHECK(qc_plugin_host_free(freed) == QC_OK, "plugin_host_free");
+    CHECK(qc_plugin_host_free(freed) == QC_INVALID_HANDLE, "plugin_host_free twice");
+    EXPECT("companion_new", qc_companion_new(NULL, &c, &err_), QC_OK);
+    plugin_bad_handle(NULL, "NULL", QC_NULL_PARAMETER);
+    plugin_bad_handle(freed, "freed", QC_INVALID_HANDLE);
+    plugin_bad_handle((qc_plugin_host *)(void *)c, "companion", QC_INVALID_HANDLE);
+    CHECK(qc_plugin_host_free((qc_plugin_host *)(void *)c) == QC_INVALID_HANDLE, "plugin_host_free(companion)");
+    EXPECT("companion still alive", qc_companion_context_json(c, &out, &err_), QC_OK);
+    qc_string_free(out);
+    out = NULL;
+    CHECK(qc_companion_free(c) == QC_OK, "companion_free");
+    CHECK(qc_companion_free((qc_companion *)(void *)freed) == QC_INVALID_HANDLE, "companion_free(plugin host)");
+
+    EXPECT("plugin_host_new", qc_plugin_host_new(cfg, &h, &err_), QC_OK);
+    if (h == NULL)
+        return;
+
+    /* NULL required arguments */
+    EXPECT("plugins_dir(out=NULL)", qc_plugin_host_plugins_dir(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("startup_finished(out=NULL)", qc_plugin_host_startup_finished(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT_NOJ("unload(id=NULL)", qc_plugin_host_unload(h, NULL, &ej_, &err_), QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT("enable(id=NULL)", qc_plugin_host_enable(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("disable(id=NULL)", qc_plugin_host_disable(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("set_config_value(id=NULL)", qc_plugin_host_set_config_value(h, NULL, "k", "1", &err_), QC_NULL_PARAMETER);
+    EXPECT("set_config_value(key=NULL)", qc_plugin_host_set_config_value(h, "a.b", NULL, "1", &err_),
+           QC_NULL_PARAMETER);
+    EXPECT("set_config_value(value=NULL)", qc_plugin_host_set_config_value(h, "a.b", "k", NULL, &err_),
+           QC_NULL_PARAMETER);
+    EXPECT_NOJ("install(src=NULL)", qc_plugin_host_install(h, NULL, &out, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("install(out=NULL)", qc_plugin_host_install(h, "/tmp", NULL, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("uninstall(id=NULL)", qc_plugin_host_uninstall(h, NULL, 0, &out, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("uninstall(out=NULL)", qc_plugin_host_uninstall(h, "a.b", 0, NULL, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("list(out=NULL)", qc_plugin_host_list(h, NULL, &ej_, &err_), QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT_NOJ("call(plugin=NULL)", qc_plugin_host_call(h, NULL, "t", "{}", NULL, &out, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT_NOJ("call(tool=NULL)", qc_plugin_host_call(h, "a.b", NULL, "{}", NULL, &out, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT_NOJ("call(out=NULL)", qc_plugin_host_call(h, "a.b", "t", "{}", NULL, NULL, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    free_calls = 0;
+    EXPECT("call_async(on_done=NULL)",
+           qc_plugin_host_call_async(h, "a.b", "t", "{}", NULL, NULL, &free_calls, count_free, &err_),
+           QC_NULL_PARAMETER);
+    EXPECT("call_async(plugin=NULL)",
+           qc_plugin_host_call_async(h, NULL, "t", "{}", NULL, json_cb, &free_calls, count_free, &err_),
+           QC_NULL_PARAMETER);
+    CHECK(free_calls == 0, "call_async took user_data on failure");
+    EXPECT_NOJ("visible(plugin=NULL)", qc_plugin_host_visible(h, NULL, "/", &vis, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("visible(cwd=NULL)", qc_plugin_host_visible(h, "a.b", NULL, &vis, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("visible(out=NULL)", qc_plugin_host_visible(h, "a.b", "/", NULL, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("options(config=NULL)", qc_plugin_host_options(h, "a.b", NULL, &out, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("options(out=NULL)", qc_plugin_host_options(h, "a.b", "m", NULL, &ej_, &err_), QC_NULL_PARAMETER,
+               QC_NULL_PARAMETER);
+    EXPECT_NOJ("parse_document(mime=NULL)", qc_plugin_host_parse_document(h, NULL, data, 3, &out, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT_NOJ("parse_document(data=NULL, len=3)", qc_plugin_host_parse_document(h, "text/plain", NULL, 3, &out, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT_NOJ("parse_document(out=NULL)", qc_plugin_host_parse_document(h, "text/plain", data, 3, NULL, &ej_, &err_),
+               QC_NULL_PARAMETER, QC_NULL_PARAMETER);
+    EXPECT("set_capability_callback(name=NULL)",
+           qc_plugin_host_set_capability_callback(h, NULL, cap_cb, &free_calls, count_free, &err_), QC_NULL_PARAMETER);
+    EXPECT("offer_capability(name=NULL)", qc_plugin_host_offer_capability(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("enable_events(out=NULL)", qc_plugin_host_enable_events(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("next_event(out=NULL)", qc_plugin_host_next_event(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("stats(plugin=NULL)", qc_plugin_host_stats(h, NULL, &out, &err_), QC_NULL_PARAMETER);
+    EXPECT("stats(out=NULL)", qc_plugin_host_stats(h, "a.b", NULL, &err_), QC_NULL_PARAMETER);
+    CHECK(free_calls == 0, "user_data taken on failure (%d)", free_calls);
+
+    /* invalid UTF-8 */
+    EXPECT_NOJ("unload(bad UTF-8)", qc_plugin_host_unload(h, bad, &ej_, &err_), QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT("enable(bad UTF-8)", qc_plugin_host_enable(h, bad, &err_), QC_INVALID_UTF8);
+    EXPECT("disable(bad UTF-8)", qc_plugin_host_disable(h, bad, &err_), QC_INVALID_UTF8);
+    EXPECT("set_config_value(bad UTF-8 key)", qc_plugin_host_set_config_value(h, "a.b", bad, "1", &err_),
+           QC_INVALID_UTF8);
+    EXPECT("set_config_value(bad UTF-8 value)", qc_plugin_host_set_config_value(h, "a.b", "k", "\"\xff\"", &err_),
+           QC_INVALID_UTF8);
+    EXPECT_NOJ("install(bad UTF-8)", qc_plugin_host_install(h, bad, &out, &ej_, &err_), QC_INVALID_UTF8,
+               QC_INVALID_UTF8);
+    EXPECT_NOJ("uninstall(bad UTF-8)", qc_plugin_host_uninstall(h, bad, 1, &out, &ej_, &err_), QC_INVALID_UTF8,
+               QC_INVALID_UTF8);
+    EXPECT_NOJ("call(bad UTF-8 plugin)", qc_plugin_host_call(h, bad, "t", "{}", NULL, &out, &ej_, &err_),
+               QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT_NOJ("call(bad UTF-8 tool)", qc_plugin_host_call(h, "a.b", bad, "{}", NULL, &out, &ej_, &err_),
+               QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT_NOJ("call(bad UTF-8 params)", qc_plugin_host_call(h, "a.b", "t", "{\"a\":\"\xff\"}", NULL, &out, &ej_, &err_),
+               QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT_NOJ("call(bad UTF-8 options)", qc_plugin_host_call(h, "a.b", "t", "{}", "{\"cwd\":\"\xff\"}", &out, &ej_, &err_),
+               QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT("call_async(bad UTF-8)",
+           qc_plugin_host_call_async(h, "a.b", bad, "{}", NULL, json_cb, &free_calls, count_free, &err_),
+           QC_INVALID_UTF8);
+    EXPECT_NOJ("visible(bad UTF-8)", qc_plugin_host_visible(h, "a.b", bad, &vis, &ej_, &err_), QC_INVALID_UTF8,
+               QC_INVALID_UTF8);
+    EXPECT_NOJ("options(bad UTF-8)", qc_plugin_host_options(h, bad, "m", &out, &ej_, &err_), QC_INVALID_UTF8,
+               QC_INVALID_UTF8);
+    EXPECT_NOJ("parse_document(bad UTF-8 mime)", qc_plugin_host_parse_document(h, bad, data, 3, &out, &ej_, &err_),
+               QC_INVALID_UTF8, QC_INVALID_UTF8);
+    EXPECT("set_capability_callback(bad UTF-8)",
+           qc_plugin_host_set_capability_callback(h, bad, cap_cb, &free_calls, count_free, &err_), QC_INVALID_UTF8);
+    EXPECT("offer_capability(bad UTF-8)", qc_plugin_host_offer_capability(h, bad, &err_), QC_INVALID_UTF8);
+    EXPECT("respond(bad UTF-8 message)", qc_plugin_host_respond(h, 1, NULL, bad, &err_), QC_INVALID_UTF8);
+    EXPECT("respond(bad UTF-8 result)", qc_plugin_host_respond(h, 1, "\"\xff\"", NULL, &err_), QC_INVALID_UTF8);
+    EXPECT("stats(bad UTF-8)", qc_plugin_host_stats(h, bad, &out, &err_), QC_INVALID_UTF8);
+    CHECK(free_calls == 0, "user_data taken on failure (%d)", free_calls);
+
+    /* invalid JSON */
+    EXPECT("set_config_value(bad JSON)", qc_plugin_host_set_config_value(h, "a.b", "k", badjson, &err_),
+           QC_INVALID_JSON);
+    EXPECT_NOJ("call(bad JSON params)", qc_plugin_host_call(h, "a.b", "t", badjson, NULL, &out, &ej_, &err_),
+               QC_INVALID_JSON, QC_INVALID_JSON);
+    EXPECT_NOJ("call(bad JSON options)", qc_plugin_host_call(h, "a.b", "t", "{}", badjson, &out, &ej_, &err_),
+               QC_INVALID_JSON, QC_INVALID_JSON);
+    EXPECT_NOJ("call(unknown option)", qc_plugin_host_call(h, "a.b", "t", "{}", "{\"cwdd\":\"/\"}", &out, &ej_, &err_),
+               QC_INVALID_JSON, QC_INVALID_JSON);
+    EXPECT_NOJ("call(timeoutMs 0)", qc_plugin_host_call(h, "a.b", "t", "{}", "{\"timeoutMs\":0}", &out, &ej_, &err_),
+               QC_INVALID_ARGUMENT, QC_INVALID_ARGUMENT);
+    EXPECT("call_async(bad JSON)",
+           qc_plugin_host_call_async(h, "a.b", "t", badjson, NULL, json_cb, &free_calls, count_free, &err_),
+           QC_INVALID_JSON);
+    EXPECT("respond(bad JSON)", qc_plugin_host_respond(h, 1, badjson, NULL, &err_), QC_INVALID_JSON);
+    EXPECT("set_log_callback(level 0)", qc_plugin_host_set_log_callback(h, log_cb, &free_calls, count_free, 0, &err_),
+           QC_INVALID_ARGUMENT);
+    EXPECT("offer_capability(empty)", qc_plugin_host_offer_capability(h, "", &err_), QC_INVALID_ARGUMENT);
+    CHECK(free_calls == 0, "user_data taken on failure (%d)", free_calls);
+    CHECK(out == NULL && vis == -1, "out-parameter written on failure");
+
+    /* host errors carry an owned error_json */
+    ej = SENTINEL;
+    EXPECT("call(unknown plugin)", qc_plugin_host_call(h, "no.such", "t", "{}", NULL, &out, &ej, &err_), QC_NOT_FOUND);
+    CHECK(ej != NULL && ej != SENTINEL && strstr(ej, "\"kind\":\"not_found\"") != NULL, "call error_json %s",
+          ej != NULL && ej != SENTINEL ? ej : "NULL");
+    if (ej != SENTINEL)
+        qc_string_free(ej);
+    ej = SENTINEL;
+    EXPECT("install(missing)", qc_plugin_host_install(h, "/no/such/folder", &out, &ej, &err_), QC_NOT_FOUND);
+    CHECK(ej != NULL && ej != SENTINEL && strstr(ej, "\"code\":\"not_found\"") != NULL, "install error_json %s",
+          ej != NULL && ej != SENTINEL ? ej : "NULL");
+    if (ej != SENTINEL)
+        qc_string_free(ej);
+    ej = SENTINEL;
+    EXPECT("list", qc_plugin_host_list(h, &out, &ej, &err_), QC_OK);
+    CHECK(ej == NULL && out != NULL && strcmp(out, "[]") == 0, "list = %s", out != NULL ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    EXPECT("stats(unknown)", qc_plugin_host_stats(h, "no.such", &out, &err_), QC_NOT_FOUND);
+    EXPECT("enable(unknown)", qc_plugin_host_enable(h, "no.such", &err_), QC_NOT_FOUND);
+    EXPECT("startup_finished(none)", qc_plugin_host_startup_finished(h, &out, &err_), QC_OK);
+    CHECK(out != NULL && strcmp(out, "[]") == 0, "startup_finished = %s", out != NULL ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    EXPECT("plugins_dir", qc_plugin_host_plugins_dir(h, &out, &err_), QC_OK);
+    CHECK(out != NULL && strstr(out, base) == out, "plugins_dir = %s", out != NULL ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+
+    /* callbacks: replaced or freed user_data is finalized exactly once */
+    free_calls = 0;
+    EXPECT("set_event_callback", qc_plugin_host_set_event_callback(h, json_cb, &free_calls, count_free, &err_), QC_OK);
+    EXPECT("set_event_callback(replace)", qc_plugin_host_set_event_callback(h, json_cb, &free_calls, count_free, &err_),
+           QC_OK);
+    CHECK(free_calls == 1, "replacing the event callback freed %d times", free_calls);
+    EXPECT("set_log_callback", qc_plugin_host_set_log_callback(h, log_cb, &free_calls, count_free, 3, &err_), QC_OK);
+    EXPECT("set_capability_callback",
+           qc_plugin_host_set_capability_callback(h, "show_notification", cap_cb, &free_calls, count_free, &err_), QC_OK);
+    EXPECT("set_capability_callback(remove)",
+           qc_plugin_host_set_capability_callback(h, "show_notification", NULL, NULL, NULL, &err_), QC_OK);
+    CHECK(free_calls == 2, "removing the capability callback: freed %d times, want 2", free_calls);
+    EXPECT("set_capability_callback(again)",
+           qc_plugin_host_set_capability_callback(h, "render_pdf", cap_cb, &free_calls, count_free, &err_), QC_OK);
+    EXPECT("respond(unknown id)", qc_plugin_host_respond(h, 12345, "{}", NULL, &err_), QC_NOT_FOUND);
+
+    /* pull mode */
+    EXPECT("next_event(not enabled)", qc_plugin_host_next_event(h, &out, &err_), QC_REFUSED);
+    EXPECT("enable_events", qc_plugin_host_enable_events(h, &fd, &err_), QC_OK);
+    CHECK(fd >= 0, "enable_events fd = %d", fd);
+    out = SENTINEL;
+    EXPECT("next_event(empty)", qc_plugin_host_next_event(h, &out, &err_), QC_OK);
+    CHECK(out == NULL, "next_event(empty) did not give NULL");
+    out = NULL;
+    EXPECT("respond(unknown pulled id)", qc_plugin_host_respond(h, 1, NULL, "no", &err_), QC_NOT_FOUND);
+
+    CHECK(qc_plugin_host_free(h) == QC_OK, "plugin_host_free");
+    CHECK(free_calls == 5, "after free, user data freed %d times, want 5", free_calls);
+    EXPECT("reload(freed)", qc_plugin_host_reload(h, &err_), QC_INVALID_HANDLE);
+    (void)err;
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/qc-abi-XXXXXX";
@@ -456,6 +752,7 @@ int main(void)
     test_new_errors(lockdir_json);
     test_lifecycle(lockdir, lockdir_json, ws);
     test_start_io_error();
+    test_plugin_host(base);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     if (system(cmd) != 0)

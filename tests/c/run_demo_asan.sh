@@ -13,10 +13,12 @@
 # notifications, exit codes, and that ASan/LSan/UBSan report nothing.
 # 5. runs tests/c/run_sessions_asan.sh (`qcdemo sessions`), counted as one
 #    check here; its own summary line is "c-sessions: N passed, M failed".
+# 6. runs tests/c/run_plugins_asan.sh (`qcdemo plugins`, needs node), counted
+#    as one check here; its own summary line is "c-plugins: N passed, M failed".
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
 #      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make,
-#      QC_SKIP_SESSIONS=1 leaves out step 5.
+#      QC_SKIP_SESSIONS=1 leaves out step 5, QC_SKIP_PLUGINS=1 step 6.
 set -u
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
@@ -277,14 +279,18 @@ check "stop: sanitizers clean" sanitizer_clean "$ERR3"
 check "no lock files left in \$QWEN_HOME/ide" test -z "$(ls -A "$LOCKDIR" 2>/dev/null | grep -v '^\.')"
 
 # ---------------------------------------------------------------------------
-if [ "${QC_SKIP_SESSIONS:-0}" != 1 ]; then
-    echo "# qcdemo sessions (tests/c/run_sessions_asan.sh)"
-    if NO_CARGO=1 bash "$HERE/run_sessions_asan.sh"; then
-        pass "qcdemo sessions: tests/c/run_sessions_asan.sh"
+# The subcommands' own harnesses, one check each (QC_SKIP_SESSIONS=1 /
+# QC_SKIP_PLUGINS=1 leave one out).
+for sub in sessions plugins; do
+    skip_var="QC_SKIP_${sub^^}"
+    [ "${!skip_var:-0}" = 1 ] && continue
+    echo "# qcdemo $sub (tests/c/run_${sub}_asan.sh)"
+    if NO_CARGO=1 bash "$HERE/run_${sub}_asan.sh"; then
+        pass "qcdemo $sub: tests/c/run_${sub}_asan.sh"
     else
-        fail "qcdemo sessions: tests/c/run_sessions_asan.sh"
+        fail "qcdemo $sub: tests/c/run_${sub}_asan.sh"
     fi
-fi
+done
 
 summary
 [ "$FAILED" -eq 0 ]

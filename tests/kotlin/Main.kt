@@ -32,6 +32,7 @@ fun main(args: Array<String>) {
     try {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
         if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
+        if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
     } catch (t: Throwable) {

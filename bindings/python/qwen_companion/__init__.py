@@ -13,6 +13,8 @@ never on the caller's (UI) thread; see :mod:`qwen_companion.companion`.
 
 Cross-session messaging (join ``qwen sessions`` as a peer, send messages and
 follow their receipts) is :class:`Participant`; see :mod:`qwen_companion.sessions`.
+Running the desktop app's plugins (install, call their tools, answer their
+capability requests) is :class:`PluginHost`; see :mod:`qwen_companion.plugins`.
 
 Works on Python 3.8+ (Sublime Text's plugin host). The shared library is
 found as described in :func:`load_library`.
@@ -46,6 +48,7 @@ from ._native import (
 )
 from ._native import load as load_library
 from .companion import Companion, RefuseDiff
+from .plugins import Pending, PluginCallError, PluginHost, PluginInstallError
 from .sessions import UNSET, Participant
 
 __version__ = "0.1.0"
@@ -81,6 +84,10 @@ __all__ = [
     "NullParameterError",
     "PanicError",
     "Participant",
+    "Pending",
+    "PluginCallError",
+    "PluginHost",
+    "PluginInstallError",
     "RefuseDiff",
     "RefusedError",
     "UNSET",

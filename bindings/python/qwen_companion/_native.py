@@ -236,6 +236,8 @@ OPEN_DIFF_FN = ctypes.CFUNCTYPE(
 CLOSE_DIFF_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
 # qc_json_fn: one JSON document, borrowed for the call.
 JSON_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+# qc_plugin_capability_fn: (user_data, request_id, request_json borrowed for the call).
+CAPABILITY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p)
 
 # name -> (restype, argtypes). Every fallible function ends with c_error_out.
 PROTOTYPES = {
@@ -335,6 +337,68 @@ PROTOTYPES = {
     "qc_participant_set_message_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
     "qc_participant_set_receipt_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
     "qc_participant_set_held_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
+    # plugin host (see plugins.py); `c_error_out` before the last is `char **error_json`
+    "qc_plugin_host_new": (c_status, [ctypes.c_char_p, ctypes.POINTER(c_handle), c_error_out]),
+    "qc_plugin_host_free": (c_status, [c_handle]),
+    "qc_plugin_host_plugins_dir": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_plugin_host_reload": (c_status, [c_handle, c_error_out]),
+    "qc_plugin_host_startup_finished": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_plugin_host_unload": (c_status, [c_handle, ctypes.c_char_p, c_error_out, c_error_out]),
+    "qc_plugin_host_enable": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_plugin_host_disable": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_plugin_host_set_config_value": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, c_error_out],
+    ),
+    "qc_plugin_host_install": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out, c_error_out]),
+    "qc_plugin_host_uninstall": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_int32, c_string_out, c_error_out, c_error_out],
+    ),
+    "qc_plugin_host_list": (c_status, [c_handle, c_string_out, c_error_out, c_error_out]),
+    "qc_plugin_host_call": (
+        c_status,
+        [
+            c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+            c_string_out, c_error_out, c_error_out,
+        ],
+    ),
+    "qc_plugin_host_call_async": (
+        c_status,
+        [
+            c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+            JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out,
+        ],
+    ),
+    "qc_plugin_host_visible": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32), c_error_out, c_error_out],
+    ),
+    "qc_plugin_host_options": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_string_out, c_error_out, c_error_out],
+    ),
+    "qc_plugin_host_parse_document": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, c_string_out, c_error_out, c_error_out],
+    ),
+    "qc_plugin_host_set_event_callback": (c_status, [c_handle, JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out]),
+    "qc_plugin_host_set_log_callback": (
+        c_status,
+        [c_handle, LOG_FN, ctypes.c_void_p, FREE_FN, ctypes.c_uint32, c_error_out],
+    ),
+    "qc_plugin_host_set_capability_callback": (
+        c_status,
+        [c_handle, ctypes.c_char_p, CAPABILITY_FN, ctypes.c_void_p, FREE_FN, c_error_out],
+    ),
+    "qc_plugin_host_offer_capability": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_plugin_host_respond": (
+        c_status,
+        [c_handle, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_char_p, c_error_out],
+    ),
+    "qc_plugin_host_enable_events": (c_status, [c_handle, ctypes.POINTER(ctypes.c_int32), c_error_out]),
+    "qc_plugin_host_next_event": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_plugin_host_stats": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
 }  # type: Dict[str, Tuple[Any, List[Any]]]
 
 

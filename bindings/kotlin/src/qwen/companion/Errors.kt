@@ -38,7 +38,8 @@ enum class QcStatus(val code: Int) {
  * Every error this binding throws. Sealed so a `when` over it is exhaustive:
  * - [Call]: a library function returned a status other than `QC_OK` (or the
  *   binding refused an argument before calling, with the status the library
- *   would have used);
+ *   would have used); open for the plugin host's [PluginCallException] and
+ *   [PluginInstallException], which add the library's error document;
  * - [Load]: the native library could not be found or loaded, or its ABI
  *   version is not the one this binding was written for;
  * - [Closed]: the object was used after `close()`.
@@ -54,7 +55,7 @@ sealed class QwenCompanionException(message: String, cause: Throwable? = null) :
      * `qc_companion_start`), [code] the raw status, [detail] the library's
      * message (from `char **error`).
      */
-    class Call(
+    open class Call(
         val function: String,
         val code: Int,
         val detail: String

@@ -63,6 +63,11 @@ interface QcNative : Library {
         fun invoke(userData: Pointer?, json: Pointer?)
     }
 
+    /** `qc_plugin_capability_fn`: `(user_data, request_id, request_json)`, the JSON borrowed for the call. */
+    interface CapabilityFn : Callback {
+        fun invoke(userData: Pointer?, requestId: Long, requestJson: Pointer?)
+    }
+
     fun qc_version(): Pointer?
     fun qc_abi_version(): Int
     fun qc_status_name(status: Int): Pointer?
@@ -129,6 +134,34 @@ interface QcNative : Library {
     fun qc_participant_set_message_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
     fun qc_participant_set_receipt_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
     fun qc_participant_set_held_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+
+    // Plugin host (see QwenPluginHost). `qc_plugin_host *` is a Pointer; the
+    // `errorJson` parameters are the nullable `char **error_json`.
+    fun qc_plugin_host_new(configJson: ByteArray?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_free(h: Pointer?): Int
+    fun qc_plugin_host_plugins_dir(h: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_reload(h: Pointer?, error: PointerByReference?): Int
+    fun qc_plugin_host_startup_finished(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_unload(h: Pointer?, id: ByteArray?, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_enable(h: Pointer?, id: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_disable(h: Pointer?, id: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_set_config_value(h: Pointer?, id: ByteArray?, key: ByteArray?, valueJson: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_install(h: Pointer?, srcPath: ByteArray?, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_uninstall(h: Pointer?, id: ByteArray?, removeData: Int, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_list(h: Pointer?, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_call(h: Pointer?, pluginId: ByteArray?, tool: ByteArray?, paramsJson: ByteArray?, optionsJson: ByteArray?, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_call_async(h: Pointer?, pluginId: ByteArray?, tool: ByteArray?, paramsJson: ByteArray?, optionsJson: ByteArray?, onDone: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_plugin_host_visible(h: Pointer?, pluginId: ByteArray?, cwd: ByteArray?, out: IntByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_options(h: Pointer?, pluginId: ByteArray?, configId: ByteArray?, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_parse_document(h: Pointer?, mime: ByteArray?, data: ByteArray?, len: Long, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_set_event_callback(h: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_plugin_host_set_log_callback(h: Pointer?, cb: LogFn?, userData: Pointer?, freeUserData: FreeFn?, maxLevel: Int, error: PointerByReference?): Int
+    fun qc_plugin_host_set_capability_callback(h: Pointer?, name: ByteArray?, cb: CapabilityFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
+    fun qc_plugin_host_offer_capability(h: Pointer?, name: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_respond(h: Pointer?, requestId: Long, resultJson: ByteArray?, errorMessage: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_enable_events(h: Pointer?, outFd: IntByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_next_event(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_stats(h: Pointer?, pluginId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
 }
 
 /**

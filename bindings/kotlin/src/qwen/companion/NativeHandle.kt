@@ -116,6 +116,32 @@ internal class NativeHandle(
         reporter.log = handler
     }
 
+    /** Runs [block] with the handle borrowed (never freed under it); [QwenCompanionException.Closed] after [close]. */
+    fun <T> borrow(block: (Pointer) -> T): T = guard.use(block)
+
+    /**
+     * [register] for setters keyed by a name (`qc_plugin_host_set_capability_callback(h,
+     * name, cb, …)`): the current callback is held per `function` + [key].
+     */
+    fun <T : Callback> registerKeyed(
+        function: String,
+        key: String,
+        cb: T?,
+        set: (Pointer, T?, Pointer?, QcNative.FreeFn?, PointerByReference) -> Int
+    ) {
+        pin("$function\u0000$key", cb) { h, token, fin, err -> set(h, cb, token, fin, err) }
+    }
+
+    /**
+     * Pins a one-shot callback (e.g. a `_call_async` completion) until the
+     * library's finalizer runs; returns its `user_data` token. When the
+     * library refuses the call, [CallbackRegistry.release] the token.
+     */
+    fun retainOneShot(cb: Callback): Pointer {
+        Native.setCallbackThreadInitializer(cb, CALLBACK_THREAD)
+        return CallbackRegistry.retain(cb)
+    }
+
     private fun pin(
         function: String,
         cb: Callback?,
@@ -126,7 +152,7 @@ internal class NativeHandle(
             CallbackRegistry.retain(cb)
         }
         try {
-            call(function) { h, err -> set(h, token, if (cb == null) null else CallbackRegistry.FREE, err) }
+            call(function.substringBefore('\u0000')) { h, err -> set(h, token, if (cb == null) null else CallbackRegistry.FREE, err) }
         } catch (t: Throwable) {
             if (token != null) CallbackRegistry.release(token)
             throw t

@@ -1,0 +1,633 @@
+/*
+ * qcdemo_plugins.c — `qcdemo plugins install|uninstall|list|call|serve`: the
+ * demo as a plugin host (qc_plugin_host_*). It manages a plugins directory,
+ * calls plugin tools once, or serves one long-lived host driven by commands
+ * on stdin (see plugins_usage).
+ *
+ * Every answer is one JSON line on stdout; the plugins' own stdout never
+ * reaches ours (the library reads it). One-shot commands exit 0 on success,
+ * 1 when the request was refused, 2 on a usage error.
+ *
+ * `serve` runs its calls with qc_plugin_host_call_async and prints the
+ * result from the completion callback: callbacks run one at a time, in
+ * order, on the library's callback thread, so the ui_push events a call
+ * caused are printed before its result.
+ */
+#include "qcdemo_common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- helpers */
+
+/* Creates the host over DIR (NULL: the library's default directory), with
+ * the log on stderr. Returns NULL after printing the failure on stderr. */
+static qc_plugin_host *plugins_open(const char *dir, const char *timeout_ms, const char *cwd)
+{
+    qc_plugin_host *h = NULL;
+    sbuf cfg = {0};
+    char *err = NULL;
+    qc_status st;
+
+    sb_putc(&cfg, '{');
+    if (dir != NULL) {
+        sb_puts(&cfg, "\"pluginsDir\":");
+        sb_json_str(&cfg, dir);
+        sb_putc(&cfg, ',');
+    }
+    if (timeout_ms != NULL)
+        sb_printf(&cfg, "\"callTimeoutMs\":%s,", timeout_ms);
+    if (cwd != NULL) {
+        sb_puts(&cfg, "\"workspaceRoot\":");
+        sb_json_str(&cfg, cwd);
+        sb_putc(&cfg, ',');
+    }
+    if (cfg.len > 1)
+        cfg.data[--cfg.len] = '\0'; /* the last comma */
+    sb_putc(&cfg, '}');
+    st = qc_plugin_host_new(cfg.data, &h, &err);
+    sb_free(&cfg);
+    if (st != QC_OK) {
+        fprintf(stderr, QCDEMO_NAME " plugins: %s: %s\n", qc_status_name(st), err != NULL ? err : "");
+        qc_string_free(err);
+        return NULL;
+    }
+    qc_plugin_host_set_log_callback(h, on_log, NULL, NULL, QC_LOG_WARN, NULL);
+    return h;
+}
+
+/* Appends the error object of a failed call: the library's error_json, or
+ * for an argument error {"kind":KIND,"message":…,"status":…}. */
+static void sb_error_object(sbuf *b, const char *kind, qc_status st, const char *error_json, const char *err)
+{
+    if (error_json != NULL) {
+        sb_puts(b, error_json);
+        return;
+    }
+    sb_puts(b, "{\"");
+    sb_puts(b, kind);
+    sb_puts(b, "\":\"invalid_argument\",\"message\":");
+    sb_json_str(b, err != NULL ? err : "");
+    sb_puts(b, ",\"status\":");
+    sb_json_str(b, qc_status_name(st));
+    sb_putc(b, '}');
+}
+
+/* Appends "ok":true,FIELD:VALUE (VALUE: value, else out, else null; with
+ * FIELD NULL, out's members are merged in instead) or "ok":false,"error":{…}.
+ * out, ej and err are the library's strings: freed here. */
+static void sb_outcome(sbuf *b, const char *field, const char *kind, qc_status st, const char *value, char *out,
+                       char *ej, char *err)
+{
+    if (st == QC_OK) {
+        sb_puts(b, "\"ok\":true");
+        if (field != NULL) {
+            sb_puts(b, ",\"");
+            sb_puts(b, field);
+            sb_puts(b, "\":");
+            sb_puts(b, value != NULL ? value : out != NULL ? out : "null");
+        } else if (out != NULL && out[0] == '{' && out[1] != '}') {
+            sb_putc(b, ',');
+            sb_putn(b, out + 1, strlen(out) - 2); /* without out's braces */
+        }
+    } else {
+        sb_puts(b, "\"ok\":false,\"error\":");
+        sb_error_object(b, kind, st, ej, value != NULL ? value : err);
+    }
+    qc_string_free(out);
+    qc_string_free(ej);
+    qc_string_free(err);
+}
+
+/* Prints {"ok":…} (see sb_outcome). Returns the exit code (0 or 1). */
+static int print_outcome(const char *field, const char *kind, qc_status st, char *out, char *ej, char *err)
+{
+    sbuf line = {0};
+    sb_putc(&line, '{');
+    sb_outcome(&line, field, kind, st, NULL, out, ej, err);
+    sb_putc(&line, '}');
+    emit_line(&line);
+    sb_free(&line);
+    return st == QC_OK ? 0 : 1;
+}
+
+/* Reports a failure to free the host (it still ended every plugin). */
+static int plugins_close(qc_plugin_host *h, int rc)
+{
+    if (h != NULL && qc_plugin_host_free(h) != QC_OK) {
+        fprintf(stderr, QCDEMO_NAME " plugins: could not free the host\n");
+        return 1;
+    }
+    return rc;
+}
+
+static void plugins_usage(FILE *f)
+{
+    fputs("usage: " QCDEMO_NAME " plugins install SRC [--dir DIR]\n"
+          "       " QCDEMO_NAME " plugins uninstall ID [--dir DIR] [--remove-data]\n"
+          "       " QCDEMO_NAME " plugins list [--dir DIR] [--json]\n"
+          "       " QCDEMO_NAME " plugins call [--dir DIR] PLUGIN_ID TOOL PARAMS_JSON [--cwd DIR] [--timeout-ms N]\n"
+          "       " QCDEMO_NAME " plugins serve [--dir DIR] [--cwd DIR] [--timeout-ms N]\n"
+          "\n"
+          "A plugin host over the plugins directory DIR (default\n"
+          "$QWEN_HOME/companion/plugins). Answers are JSON lines on stdout:\n"
+          "  install    {\"ok\":true,\"plugin\":{id,name,version,tools,...}} or\n"
+          "             {\"ok\":false,\"error\":{\"code\",\"message\",\"problems\"?}}\n"
+          "  uninstall  {\"ok\":true,\"id\",\"dataRemoved\"} or the same refusal\n"
+          "  list       --json: [{id,name,version,enabled,tools:[{name,modelVisible}]}]\n"
+          "  call       {\"ok\":true,\"result\":{\"content\":[...],\"details\"}} or\n"
+          "             {\"ok\":false,\"error\":{\"kind\",\"message\",...}}; kind is schema,\n"
+          "             unknown_tool, timeout, exited (exitCode, signal, stderrTail),\n"
+          "             protocol, too_large, tool_error (pluginMessage), disabled,\n"
+          "             not_found or host\n"
+          "  serve      one host whose session folder is --cwd (default: the current\n"
+          "             folder); first {\"event\":\"ready\"}, then host_request (the\n"
+          "             demo answers show_notification with {\"shown\":true}),\n"
+          "             ui_push, plugin_started, plugin_exit, plugin_disabled events.\n"
+          "             stdin commands, each answered by one {\"event\":\"result\"}:\n"
+          "               call ID TOOL JSON | visible ID | options ID CONFIG_ID |\n"
+          "               parse MIME FILE | startup-finished | unload ID | enable ID |\n"
+          "               disable ID | stop\n"
+          "             stop, EOF and SIGTERM end every plugin and exit 0.\n"
+          "Exit status: 0 success, 1 refused, 2 usage error.\n",
+          f);
+}
+
+/* Options shared by every command; the other arguments are left in pos[]. */
+typedef struct {
+    const char *dir, *cwd, *timeout_ms;
+    int json, remove_data;
+    const char *pos[4];
+    int npos;
+} plugins_args;
+
+/* Returns -1 when parsed, else the exit code (help, usage error). */
+static int plugins_parse(int argc, char **argv, plugins_args *a, int max_pos)
+{
+    int i;
+    uint32_t n;
+
+    memset(a, 0, sizeof *a);
+    for (i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            plugins_usage(stdout);
+            return 0;
+        }
+        if (take_option(argc, argv, &i, "--dir", &a->dir) || take_option(argc, argv, &i, "--cwd", &a->cwd) ||
+            take_option(argc, argv, &i, "--timeout-ms", &a->timeout_ms))
+            continue;
+        if (strcmp(argv[i], "--json") == 0) {
+            a->json = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--remove-data") == 0) {
+            a->remove_data = 1;
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, QCDEMO_NAME " plugins %s: unknown option: %s\n", argv[2], argv[i]);
+            return 2;
+        }
+        if (a->npos >= max_pos) {
+            fprintf(stderr, QCDEMO_NAME " plugins %s: unexpected argument: %s\n", argv[2], argv[i]);
+            return 2;
+        }
+        a->pos[a->npos++] = argv[i];
+    }
+    if (a->npos != max_pos) {
+        fprintf(stderr, QCDEMO_NAME " plugins %s: missing arguments\n", argv[2]);
+        plugins_usage(stderr);
+        return 2;
+    }
+    if (a->timeout_ms != NULL &&
+        (!parse_u32(a->timeout_ms, a->timeout_ms + strlen(a->timeout_ms), &n) || n < 50 || n > 3600000)) {
+        fprintf(stderr, QCDEMO_NAME " plugins: --timeout-ms is a number of milliseconds (50..3600000)\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* ---- one-shot commands */
+
+static int plugins_install(const plugins_args *a)
+{
+    qc_plugin_host *h = plugins_open(a->dir, NULL, NULL);
+    char *out = NULL, *ej = NULL, *err = NULL;
+    qc_status st;
+    if (h == NULL)
+        return 1;
+    st = qc_plugin_host_install(h, a->pos[0], &out, &ej, &err);
+    return plugins_close(h, print_outcome("plugin", "code", st, out, ej, err));
+}
+
+static int plugins_uninstall(const plugins_args *a)
+{
+    qc_plugin_host *h = plugins_open(a->dir, NULL, NULL);
+    char *out = NULL, *ej = NULL, *err = NULL;
+    qc_status st;
+    if (h == NULL)
+        return 1;
+    st = qc_plugin_host_uninstall(h, a->pos[0], a->remove_data, &out, &ej, &err);
+    return plugins_close(h, print_outcome(NULL, "code", st, out, ej, err));
+}
+
+static int plugins_list(const plugins_args *a)
+{
+    qc_plugin_host *h = plugins_open(a->dir, NULL, NULL);
+    char *out = NULL, *ej = NULL, *err = NULL;
+    qc_status st;
+    jiter it;
+    jspan p;
+
+    if (h == NULL)
+        return 1;
+    st = qc_plugin_host_list(h, &out, &ej, &err);
+    if (st != QC_OK)
+        return plugins_close(h, print_outcome("plugins", "code", st, out, ej, err));
+    if (a->json) {
+        sbuf line = {0};
+        sb_puts(&line, out);
+        emit_line(&line);
+        sb_free(&line);
+    } else {
+        js_iter(&it, js_doc(out));
+        while (js_next(&it, &p)) {
+            char *id = js_get_str(p, "id"), *version = js_get_str(p, "version"), *name = js_get_str(p, "name");
+            jspan enabled;
+            int on = js_get(p, "enabled", &enabled) && enabled.n == 4 && memcmp(enabled.p, "true", 4) == 0;
+            printf("%-40s %-10s %-8s %s\n", id != NULL ? id : "?", version != NULL ? version : "-",
+                   on ? "enabled" : "disabled", name != NULL ? name : "(broken)");
+            free(id);
+            free(version);
+            free(name);
+        }
+        fflush(stdout);
+    }
+    qc_string_free(out);
+    return plugins_close(h, 0);
+}
+
+/* {"cwd":…,"timeoutMs":…} or NULL when neither is given; free with sb_free. */
+static const char *call_options(sbuf *b, const char *cwd, const char *timeout_ms)
+{
+    if (cwd == NULL && timeout_ms == NULL)
+        return NULL;
+    sb_putc(b, '{');
+    if (cwd != NULL) {
+        sb_puts(b, "\"cwd\":");
+        sb_json_str(b, cwd);
+    }
+    if (timeout_ms != NULL)
+        sb_printf(b, "%s\"timeoutMs\":%s", cwd != NULL ? "," : "", timeout_ms);
+    sb_putc(b, '}');
+    return b->data;
+}
+
+static int plugins_call(const plugins_args *a)
+{
+    qc_plugin_host *h;
+    char *out = NULL, *ej = NULL, *err = NULL;
+    sbuf opts = {0};
+    qc_status st;
+
+    h = plugins_open(a->dir, NULL, NULL);
+    if (h == NULL)
+        return 1;
+    st = qc_plugin_host_call(h, a->pos[0], a->pos[1], a->pos[2], call_options(&opts, a->cwd, a->timeout_ms), &out,
+                             &ej, &err);
+    sb_free(&opts);
+    if (st == QC_INVALID_JSON || st == QC_INVALID_UTF8 || st == QC_NULL_PARAMETER) {
+        fprintf(stderr, QCDEMO_NAME " plugins call: %s: %s\n", qc_status_name(st), err != NULL ? err : "");
+        qc_string_free(err);
+        return plugins_close(h, 2);
+    }
+    return plugins_close(h, print_outcome("result", "kind", st, out, ej, err));
+}
+
+/* ---- serve */
+
+typedef struct {
+    qc_plugin_host *h;
+    const char *cwd;
+    /* The completion of the call under way (main thread waits on `cv`). */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} serve_state;
+
+static const member_map ui_push_members[] = {{"plugin", "plugin"}, {"channel", "channel"}, {"payload", "payload"}};
+static const member_map started_members[] = {{"plugin", "plugin"}, {"pid", "pid"}};
+static const member_map exit_members[] = {{"plugin", "plugin"}, {"exitCode", "code"}, {"signal", "signal"},
+                                          {"expected", "expected"}, {"stderrTail", "stderrTail"}};
+static const member_map disabled_members[] = {{"plugin", "plugin"}, {"reason", "reason"}};
+static const member_map request_members[] = {
+    {"id", "id"}, {"plugin", "plugin"}, {"capability", "capability"}, {"params", "params"}};
+
+/* The library's events, as demo events (on the callback thread). */
+static void serve_on_event(void *user_data, const char *json)
+{
+    static const struct {
+        const char *type;
+        const member_map *map;
+        size_t n;
+    } kinds[] = {
+        {"ui_push", ui_push_members, COUNT_OF(ui_push_members)},
+        {"plugin_started", started_members, COUNT_OF(started_members)},
+        {"plugin_exit", exit_members, COUNT_OF(exit_members)},
+        {"plugin_disabled", disabled_members, COUNT_OF(disabled_members)},
+    };
+    jspan doc = js_doc(json);
+    char *type = js_get_str(doc, "type");
+    sbuf line = {0};
+    size_t i;
+
+    (void)user_data;
+    for (i = 0; type != NULL && i < COUNT_OF(kinds); i++) {
+        if (strcmp(type, kinds[i].type) != 0)
+            continue;
+        sb_puts(&line, "{\"event\":");
+        sb_json_str(&line, type);
+        sb_copy_members(&line, doc, kinds[i].map, kinds[i].n);
+        sb_putc(&line, '}');
+        emit_line(&line);
+    }
+    sb_free(&line);
+    free(type);
+}
+
+/* show_notification: the demo "shows" it and answers {"shown":true}. */
+static void serve_on_notification(void *user_data, uint64_t id, const char *json)
+{
+    serve_state *s = user_data;
+    static const char answer[] = "{\"shown\":true}";
+    sbuf line = {0};
+    char *err = NULL;
+    qc_status st = qc_plugin_host_respond(s->h, id, answer, NULL, &err);
+
+    sb_puts(&line, "{\"event\":\"host_request\"");
+    sb_copy_members(&line, js_doc(json), request_members, COUNT_OF(request_members));
+    sb_puts(&line, ",\"answer\":");
+    sb_puts(&line, answer);
+    sb_printf(&line, ",\"answered\":%s}", st == QC_OK ? "true" : "false");
+    emit_line(&line);
+    sb_free(&line);
+    qc_string_free(err);
+}
+
+/* Prints {"event":"result","command":VERB,"ok":…} (see sb_outcome). */
+static void serve_result(const char *verb, const char *field, qc_status st, const char *value, char *out, char *ej,
+                         char *err)
+{
+    sbuf line = {0};
+    sb_puts(&line, "{\"event\":\"result\",\"command\":");
+    sb_json_str(&line, verb);
+    sb_putc(&line, ',');
+    sb_outcome(&line, field, "kind", st, value, out, ej, err);
+    sb_putc(&line, '}');
+    emit_line(&line);
+    sb_free(&line);
+}
+
+/* A command the demo refuses before calling the library. */
+static void serve_refuse(const char *verb, qc_status st, const char *message)
+{
+    serve_result(verb, NULL, st, message, NULL, NULL, NULL);
+}
+
+/* The completion of `call`: {"ok":…} becomes the result line. */
+static void serve_on_done(void *user_data, const char *json)
+{
+    serve_state *s = user_data;
+    sbuf line = {0};
+
+    sb_puts(&line, "{\"event\":\"result\",\"command\":\"call\",");
+    sb_puts(&line, json + 1); /* the library's {"ok":…,…} members */
+    emit_line(&line);
+    sb_free(&line);
+    pthread_mutex_lock(&s->mu);
+    s->done = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Splits off the first space-separated word of *rest (NULL if none). */
+static char *next_word(char **rest)
+{
+    char *w = *rest, *sp;
+    while (*w == ' ')
+        w++;
+    if (*w == '\0')
+        return NULL;
+    sp = strchr(w, ' ');
+    if (sp != NULL) {
+        *sp = '\0';
+        *rest = sp + 1;
+    } else {
+        *rest = w + strlen(w);
+    }
+    return w;
+}
+
+static void serve_cmd_call(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *id = next_word(&arg), *tool = next_word(&arg), *err = NULL;
+    qc_status st;
+
+    if (id == NULL || tool == NULL || *arg == '\0') {
+        serve_refuse(verb, QC_NULL_PARAMETER, "missing argument (usage: call ID TOOL JSON)");
+        return;
+    }
+    s->done = 0;
+    st = qc_plugin_host_call_async(s->h, id, tool, arg, NULL, serve_on_done, s, NULL, &err);
+    if (st != QC_OK) {
+        serve_result(verb, NULL, st, NULL, NULL, NULL, err);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!s->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void serve_cmd_visible(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *ej = NULL, *err = NULL;
+    int32_t visible = 0;
+    qc_status st;
+
+    if (!require_arg(verb, arg, "ID"))
+        return;
+    st = qc_plugin_host_visible(s->h, arg, s->cwd, &visible, &ej, &err);
+    serve_result(verb, "visible", st, st == QC_OK ? (visible ? "true" : "false") : NULL, NULL, ej, err);
+}
+
+static void serve_cmd_options(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *id = next_word(&arg), *config = next_word(&arg), *out = NULL, *ej = NULL, *err = NULL;
+    qc_status st;
+
+    if (id == NULL || config == NULL) {
+        serve_refuse(verb, QC_NULL_PARAMETER, "missing argument (usage: options ID CONFIG_ID)");
+        return;
+    }
+    st = qc_plugin_host_options(s->h, id, config, &out, &ej, &err);
+    serve_result(verb, "options", st, NULL, out, ej, err);
+}
+
+static void serve_cmd_parse(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *mime = next_word(&arg), *out = NULL, *ej = NULL, *err = NULL, *data;
+    size_t len = 0;
+    qc_status st;
+
+    if (mime == NULL || *arg == '\0') {
+        serve_refuse(verb, QC_NULL_PARAMETER, "missing argument (usage: parse MIME FILE)");
+        return;
+    }
+    data = read_file(arg, &len);
+    if (data == NULL) {
+        sbuf m = {0};
+        sb_printf(&m, "cannot read %s: %s", arg, strerror(errno));
+        serve_refuse(verb, QC_IO, m.data);
+        sb_free(&m);
+        return;
+    }
+    st = qc_plugin_host_parse_document(s->h, mime, (const uint8_t *)data, len, &out, &ej, &err);
+    free(data);
+    serve_result(verb, "parsed", st, NULL, out, ej, err);
+}
+
+static void serve_cmd_startup(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *out = NULL, *err = NULL;
+    qc_status st;
+    (void)arg;
+    st = qc_plugin_host_startup_finished(s->h, &out, &err);
+    serve_result(verb, "started", st, NULL, out, NULL, err);
+}
+
+/* unload / enable / disable ID */
+static void serve_cmd_plugin(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *ej = NULL, *err = NULL;
+    qc_status st;
+
+    if (!require_arg(verb, arg, "ID"))
+        return;
+    if (strcmp(verb, "unload") == 0)
+        st = qc_plugin_host_unload(s->h, arg, &ej, &err);
+    else if (strcmp(verb, "enable") == 0)
+        st = qc_plugin_host_enable(s->h, arg, &err);
+    else
+        st = qc_plugin_host_disable(s->h, arg, &err);
+    serve_result(verb, NULL, st, NULL, NULL, ej, err);
+}
+
+static const demo_command serve_commands[] = {
+    {"call", serve_cmd_call},       {"visible", serve_cmd_visible},         {"options", serve_cmd_options},
+    {"parse", serve_cmd_parse},     {"startup-finished", serve_cmd_startup}, {"unload", serve_cmd_plugin},
+    {"enable", serve_cmd_plugin},   {"disable", serve_cmd_plugin},
+};
+
+static int plugins_serve(const plugins_args *a)
+{
+    serve_state s;
+    sigset_t wait_mask;
+    char cwd_buf[4096], *list = NULL, *dir = NULL, *err = NULL;
+    sbuf line = {0};
+    jiter it;
+    jspan p;
+    int first = 1;
+
+    /* Before the library starts any thread. */
+    setup_signals(&wait_mask);
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    s.cwd = a->cwd;
+    if (s.cwd == NULL)
+        s.cwd = getcwd(cwd_buf, sizeof cwd_buf) != NULL ? cwd_buf : "";
+    s.h = plugins_open(a->dir, a->timeout_ms, s.cwd);
+    if (s.h == NULL)
+        return 1;
+    if (!check_status("set_event_callback", qc_plugin_host_set_event_callback(s.h, serve_on_event, &s, NULL, &err),
+                      &err) ||
+        !check_status("set_capability_callback",
+                      qc_plugin_host_set_capability_callback(s.h, "show_notification", serve_on_notification, &s,
+                                                             NULL, &err),
+                      &err) ||
+        !check_status("plugins_dir", qc_plugin_host_plugins_dir(s.h, &dir, &err), &err) ||
+        !check_status("list", qc_plugin_host_list(s.h, &list, NULL, &err), &err)) {
+        qc_string_free(dir);
+        return plugins_close(s.h, 1);
+    }
+    sb_puts(&line, "{\"event\":\"ready\",\"pluginsDir\":");
+    sb_json_str(&line, dir);
+    sb_puts(&line, ",\"cwd\":");
+    sb_json_str(&line, s.cwd);
+    sb_puts(&line, ",\"plugins\":[");
+    js_iter(&it, js_doc(list));
+    while (js_next(&it, &p)) {
+        jspan id;
+        if (!js_get(p, "id", &id))
+            continue;
+        if (!first)
+            sb_putc(&line, ',');
+        sb_putn(&line, id.p, id.n);
+        first = 0;
+    }
+    sb_puts(&line, "]}");
+    emit_line(&line);
+    sb_free(&line);
+    qc_string_free(list);
+    qc_string_free(dir);
+
+    command_loop(&wait_mask, serve_commands, COUNT_OF(serve_commands), &s);
+    report_stop_signal();
+    /* Ends every plugin (and its descendants) before returning. */
+    if (qc_plugin_host_free(s.h) != QC_OK) {
+        emit_error("plugin_host_free failed");
+        return 1;
+    }
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+    emit_stopped();
+    return 0;
+}
+
+int qcdemo_plugins_main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int npos;
+        int (*fn)(const plugins_args *);
+    } cmds[] = {
+        {"install", 1, plugins_install}, {"uninstall", 1, plugins_uninstall}, {"list", 0, plugins_list},
+        {"call", 3, plugins_call},       {"serve", 0, plugins_serve},
+    };
+    plugins_args a;
+    size_t i;
+    int rc;
+
+    if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "help") == 0) {
+        plugins_usage(argc < 3 ? stderr : stdout);
+        return argc < 3 ? 2 : 0;
+    }
+    for (i = 0; i < COUNT_OF(cmds); i++) {
+        if (strcmp(argv[2], cmds[i].name) != 0)
+            continue;
+        rc = plugins_parse(argc, argv, &a, cmds[i].npos);
+        return rc >= 0 ? rc : cmds[i].fn(&a);
+    }
+    fprintf(stderr, QCDEMO_NAME " plugins: unknown command: %s\n", argv[2]);
+    plugins_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,1037 @@
+//! `qc_plugin_host_*`: the plugin host (seed 004) over the C ABI.
+//!
+//! A plugin host runs the plugins installed in one plugins directory (a
+//! folder with `manifest.json` and a Node entry script each), calls their
+//! tools, forwards their `ui_push` messages and answers their capability
+//! requests with the embedding host's callbacks.
+//!
+//! ## Errors: one rule for every plugin call
+//! Every function returns a `qc_status` and takes a last `char **error` (the
+//! house convention). The functions whose failures have a stable,
+//! machine-readable form also take a nullable `char **error_json` right
+//! before `error`. On such a failure it receives an owned JSON object (free
+//! with `qc_string_free`); on success, and on argument or handle errors
+//! (NULL, bad UTF-8, bad JSON, bad handle), it is set to NULL:
+//! * plugins directory operations (`_install`, `_uninstall`, `_list`):
+//!   `{"code", "message", "problems"?}` with `code` one of
+//!   `invalid_manifest`, `not_a_zip`, `unsupported_source`, `unsafe_archive`,
+//!   `archive_too_large`, `corrupt_archive`, `manifest_not_at_root`,
+//!   `unsafe_source`, `source_too_large`, `not_found`, `invalid_id`,
+//!   `invalid_config`, `corrupt_state`, `broken_plugin`, `io`. The status is
+//!   `QC_NOT_FOUND` for `not_found`, `QC_INVALID_ARGUMENT` for `invalid_id`
+//!   and `invalid_config`, `QC_IO` for `io`, `QC_REFUSED` for the others.
+//! * calls (`_call`, `_visible`, `_options`, `_parse_document`, `_unload`):
+//!   `{"kind", "message", …}` with `kind` one of `schema` (`errors`:
+//!   `[{path, message}]`), `unknown_tool`, `timeout`, `exited` (`exitCode`,
+//!   `signal`, `stderrTail`), `protocol`, `too_large`, `tool_error`
+//!   (`pluginMessage`: the plugin's own message), `disabled`, `not_found`,
+//!   `host`. The status is `QC_INVALID_ARGUMENT` for `schema`, `QC_NOT_FOUND`
+//!   for `unknown_tool` and `not_found`, `QC_IO` for `host`, `QC_REFUSED` for
+//!   the others. `*error` then reads `"<kind>: <message>"`.
+//!
+//! `_call_async` gives the same outcome to its callback as one document:
+//! `{"ok":true,"result":{"content":[…],"details":…}}` or
+//! `{"ok":false,"error":{"kind",…}}`.
+//!
+//! ## Threading
+//! Every function may be called from any thread, concurrently. All callbacks
+//! of one host (events, logs, capabilities, `_call_async` completions) run on
+//! that host's own callback thread (`qc-cb`), one at a time, in order, never
+//! while a library lock is held. Any `qc_` function may be called from inside
+//! them, including `qc_plugin_host_free` of the same host (the callback
+//! thread then ends after the callback returns). A blocking call (`_call`,
+//! `_visible`, …) made from inside a callback holds the callback thread, so
+//! the callbacks it would cause (a capability request of that very call)
+//! wait until it returns: use `_call_async` there.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use once_cell::sync::{Lazy, OnceCell};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::util::*;
+use crate::dispatch::Dispatcher;
+use crate::error::{Error, Result, Status};
+use crate::host::{Logger, Slot};
+use crate::ide::events::EventQueue;
+use crate::plugins::host::{
+    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
+};
+use crate::plugins::install::{self, codes, InstallError};
+
+/// A plugin host over one plugins directory. Opaque; created by
+/// `qc_plugin_host_new`, released by `qc_plugin_host_free`.
+pub struct qc_plugin_host {
+    _private: [u8; 0],
+}
+
+/// A capability request. `request_json` (borrowed for the call) is
+/// `{"id":N,"plugin":ID,"capability":NAME,"params":…}`; `request_id` is the
+/// same `N`. Answer it with `qc_plugin_host_respond(host, request_id, …)` from
+/// any thread, inside the callback or later; unanswered requests are answered
+/// with an error by the library after `hostRequestTimeoutMs`.
+pub type qc_plugin_capability_fn = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, request_id: u64, request_json: *const c_char),
+>;
+
+type EventFn = dyn Fn(&Value) + Send + Sync;
+
+/// A host capability callback as a closure: `(request id, request JSON)`.
+type CapabilityCall = dyn Fn(u64, &Value) + Send + Sync;
+
+/// What the library keeps for one offered capability: the host's callback,
+/// or none (offered to pull mode only).
+type CapabilityCb = Option<Arc<CapabilityCall>>;
+
+/// The state shared by the host's closures (never holds the host itself
+/// strongly, so dropping the host ends everything).
+struct Inner {
+    dispatcher: Arc<Dispatcher>,
+    logger: Arc<Logger>,
+    events: Slot<EventFn>,
+    /// Pull mode: events and capability requests wait here.
+    queue: Mutex<Option<EventQueue>>,
+    /// The host, for answering pulled capability requests.
+    host: OnceCell<Weak<PluginHost>>,
+    /// How long a host request may wait (the host's own limit).
+    request_timeout: Duration,
+    /// Capabilities offered by the embedding host (name → callback).
+    capabilities: Mutex<HashMap<String, CapabilityCb>>,
+}
+
+/// One `qc_plugin_host` handle. Field order is drop order: the host first
+/// (it ends every plugin and drops its closures), then the shared state
+/// (whose dispatcher joins the callback thread, unless dropped on it).
+pub(crate) struct HostEntry {
+    host: Arc<PluginHost>,
+    inner: Arc<Inner>,
+    plugins_dir: PathBuf,
+}
+
+static HOSTS: Lazy<HandleTable<HostEntry>> = Lazy::new(HandleTable::new);
+
+fn entry(h: *const qc_plugin_host) -> Result<Arc<HostEntry>> {
+    HOSTS.get(h as usize)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    /// Delivers one event: queued in pull mode, else to the event callback
+    /// on the callback thread.
+    fn deliver(&self, event: Value) {
+        if let Some(q) = lock(&self.queue).as_mut() {
+            if !q.push(event) {
+                self.logger
+                    .warn(|| "plugin host: the event queue is full; an event was dropped".into());
+            }
+            return;
+        }
+        if let Some(cb) = self.events.get() {
+            self.dispatcher.post(move || cb(&event));
+        }
+    }
+
+    /// The handler registered with the runtime for capability `name`.
+    fn capability_handler(self: &Arc<Self>, name: &str) -> Arc<CapabilityFn> {
+        let inner = Arc::downgrade(self);
+        let name = name.to_string();
+        Arc::new(move |req: &HostRequest| -> HostAnswer {
+            let Some(inner) = inner.upgrade() else {
+                return HostAnswer::Now(Err("the plugin host is being freed".into()));
+            };
+            inner.handle_request(&name, req)
+        })
+    }
+
+    fn handle_request(&self, name: &str, req: &HostRequest) -> HostAnswer {
+        let mut doc = req.to_json();
+        {
+            let mut queue = lock(&self.queue);
+            if let Some(q) = queue.as_mut() {
+                doc["type"] = json!("host_request");
+                if let Value::Object(m) = &mut doc {
+                    m.remove("id");
+                }
+                return match q.request(doc) {
+                    Ok(rx) => {
+                        self.forward_pulled(req.id, rx);
+                        HostAnswer::Later
+                    }
+                    Err(message) => HostAnswer::Now(Err(message)),
+                };
+            }
+        }
+        let cb = lock(&self.capabilities).get(name).cloned().flatten();
+        match cb {
+            Some(cb) => {
+                let id = req.id;
+                if self.dispatcher.post(move || cb(id, &doc)) {
+                    HostAnswer::Later
+                } else {
+                    HostAnswer::Now(Err("the plugin host is being freed".into()))
+                }
+            }
+            None => HostAnswer::Now(Err(format!(
+                "the host offers {name:?} only in pull mode, which is not enabled"
+            ))),
+        }
+    }
+
+    /// Waits (on the runtime) for the pull-mode answer of a queued request
+    /// and hands it to the runtime's request `host_id`.
+    fn forward_pulled(
+        &self,
+        host_id: u64,
+        rx: tokio::sync::oneshot::Receiver<crate::ide::events::Answer>,
+    ) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return; // the runtime answers the request itself at its timeout
+        };
+        let host = self.host.get().cloned();
+        let limit = self.request_timeout + Duration::from_millis(100);
+        rt.spawn(async move {
+            let answer = match tokio::time::timeout(limit, rx).await {
+                Ok(Ok(Ok(text))) => Ok(text
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(Value::Null)),
+                Ok(Ok(Err(message))) => Err(message),
+                _ => return,
+            };
+            if let Some(host) = host.and_then(|w| w.upgrade()) {
+                let _ = host.respond(host_id, answer);
+            }
+        });
+    }
+}
+
+/// The status of a plugins directory error (see the module docs).
+fn install_status(e: &InstallError) -> Status {
+    match e.code {
+        codes::NOT_FOUND => Status::NotFound,
+        codes::INVALID_ID | codes::INVALID_CONFIG => Status::InvalidArgument,
+        codes::IO => Status::Io,
+        _ => Status::Refused,
+    }
+}
+
+/// A failure with its JSON form, written to `error_json` by [`with_json_error`].
+enum Failure {
+    Plain(Error),
+    Json(Error, Value),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Plain(e)
+    }
+}
+
+impl From<CallError> for Failure {
+    fn from(e: CallError) -> Failure {
+        let json = e.to_json();
+        Failure::Json(e.into_error(), json)
+    }
+}
+
+impl From<InstallError> for Failure {
+    fn from(e: InstallError) -> Failure {
+        let json = e.to_json();
+        Failure::Json(Error::new(install_status(&e), e.to_string()), json)
+    }
+}
+
+/// [`boundary`] for functions with an `error_json` out-parameter.
+fn with_json_error(
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+    f: impl FnOnce() -> std::result::Result<(), Failure>,
+) -> qc_status {
+    if !error_json.is_null() {
+        // SAFETY: the caller passes a writable `char **` or NULL.
+        unsafe { *error_json = std::ptr::null_mut() };
+    }
+    boundary(error, || match f() {
+        Ok(()) => Ok(()),
+        Err(Failure::Plain(e)) => Err(e),
+        Err(Failure::Json(e, json)) => {
+            if !error_json.is_null() {
+                // SAFETY: as above.
+                unsafe { *error_json = to_c_string(json.to_string()) };
+            }
+            Err(e)
+        }
+    })
+}
+
+fn parse_json(ptr: *const c_char, name: &str) -> Result<Value> {
+    let s = str_arg(ptr, name)?;
+    serde_json::from_str(s).map_err(|e| Error::invalid_json(format!("{name} is not JSON: {e}")))
+}
+
+/// `options_json` of the call functions: `{cwd?, timeoutMs?}` (NULL = none).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallOptionsJson {
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+fn call_options(ptr: *const c_char) -> Result<CallOptions> {
+    let Some(s) = opt_str_arg(ptr, "options_json")? else {
+        return Ok(CallOptions::default());
+    };
+    let o: CallOptionsJson = serde_json::from_str(s)
+        .map_err(|e| Error::invalid_json(format!("invalid options_json: {e}")))?;
+    let timeout = match o.timeout_ms {
+        None => None,
+        Some(ms @ 1..=3_600_000) => Some(Duration::from_millis(ms)),
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "options_json.timeoutMs must be between 1 and 3600000",
+            ))
+        }
+    };
+    Ok(CallOptions {
+        cwd: o.cwd,
+        timeout,
+    })
+}
+
+/// The arguments of `_call` and `_call_async`, checked before anything runs.
+struct CallArgs {
+    plugin: String,
+    tool: String,
+    params: Value,
+    options: CallOptions,
+}
+
+fn call_args(
+    plugin_id: *const c_char,
+    tool: *const c_char,
+    params_json: *const c_char,
+    options_json: *const c_char,
+) -> Result<CallArgs> {
+    Ok(CallArgs {
+        plugin: str_arg(plugin_id, "plugin_id")?.to_string(),
+        tool: str_arg(tool, "tool")?.to_string(),
+        params: if params_json.is_null() {
+            json!({})
+        } else {
+            parse_json(params_json, "params_json")?
+        },
+        options: call_options(options_json)?,
+    })
+}
+
+/// `{"ok":true,"result":…}` / `{"ok":false,"error":…}`.
+fn outcome_json(r: &std::result::Result<Value, CallError>) -> Value {
+    match r {
+        Ok(v) => json!({"ok": true, "result": v}),
+        Err(e) => json!({"ok": false, "error": e.to_json()}),
+    }
+}
+
+/// Creates a plugin host over a plugins directory; no plugin runs until its
+/// first call (or `qc_plugin_host_startup_finished`).
+///
+/// `config_json` (nullable, borrowed) is a JSON object, every field
+/// optional: `pluginsDir` (default `$QWEN_HOME/companion/plugins`, else
+/// `~/.qwen/companion/plugins`), `node` (path or name in PATH, default
+/// `node`), `nodeIsElectron` (run it with `ELECTRON_RUN_AS_NODE=1`),
+/// `callTimeoutMs` (30000; 50..3600000), `maxMessageBytes` (16 MiB; a
+/// plugin message over it fails `too_large`), `startTimeoutMs` (10000),
+/// `killGraceMs` (2000), `probeTimeoutMs` (1000), `hostRequestTimeoutMs`
+/// (30000: how long a capability request waits for the host),
+/// `workspaceRoot` (`context.cwd` of calls that give none), and the
+/// crash-loop breaker `crashLoopMaxExits` (3; 0 = never) within
+/// `crashLoopWindowMs` (60000). Unknown fields are refused
+/// (`QC_INVALID_JSON`); values out of range give `QC_INVALID_ARGUMENT`.
+/// On success `*out` receives a handle owned by the caller: release it with
+/// `qc_plugin_host_free`. Starts the host's callback thread.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_new(
+    config_json: *const c_char,
+    out: *mut *mut qc_plugin_host,
+    error: *mut *mut c_char,
+) -> qc_status {
+    HOSTS.create(config_json, out, error, |json| {
+        let config = Config::from_json(json)?;
+        let request_timeout =
+            Duration::from_millis(config.host_request_timeout_ms.unwrap_or(30_000));
+        let host = Arc::new(PluginHost::new(config)?);
+        let dispatcher = Arc::new(
+            Dispatcher::new("qc-cb")
+                .map_err(|e| Error::io("cannot start the callback thread", e))?,
+        );
+        let inner = Arc::new(Inner {
+            logger: Arc::new(Logger::new(dispatcher.clone())),
+            dispatcher,
+            events: Slot::default(),
+            queue: Mutex::new(None),
+            host: OnceCell::new(),
+            request_timeout,
+            capabilities: Mutex::new(HashMap::new()),
+        });
+        let _ = inner.host.set(Arc::downgrade(&host));
+        let weak = Arc::downgrade(&inner);
+        host.set_event_sink(Some(Arc::new(move |e: PluginEvent| {
+            if let Some(inner) = weak.upgrade() {
+                inner.deliver(e.to_json());
+            }
+        })));
+        let logger = inner.logger.clone();
+        host.set_log_sink(Some(Arc::new(move |level, message: &str| {
+            logger.log(level, || message.to_string())
+        })));
+        Ok(HostEntry {
+            plugins_dir: host.plugins_dir(),
+            host,
+            inner,
+        })
+    })
+}
+
+/// Releases a plugin host: ends every plugin process (with all its
+/// descendants), answers waiting capability requests with an error, joins
+/// the callback thread (unless called from inside one of its own callbacks:
+/// the thread then ends after that callback returns) and finalizes every
+/// callback's `user_data`. `_call_async` calls still running complete with
+/// `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
+/// NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+/// gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
+/// (they fail with `host`).
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_free(h: *mut qc_plugin_host) -> qc_status {
+    HOSTS.destroy(h, |e| e.host.shutdown())
+}
+
+/// `*out` receives the plugins directory in use, as an absolute path
+/// (owned; free with `qc_string_free`).
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_plugins_dir(
+    h: *const qc_plugin_host,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out, "out")?;
+        let e = entry(h)?;
+        write_string(out, e.plugins_dir.to_string_lossy().into_owned())
+    })
+}
+
+/// Re-reads the plugins directory: new plugins appear, removed ones are
+/// ended and forgotten, an updated (re-installed or edited) or disabled one
+/// is ended so its next call runs the new version. Blocks until the ended
+/// processes are gone.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_reload(
+    h: *mut qc_plugin_host,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || entry(h)?.host.reload())
+}
+
+/// Starts every enabled plugin that declares the `onStartupFinished`
+/// activation event (concurrently) and waits for the starts. `*out_json`
+/// (owned) receives one entry per such plugin, sorted by id:
+/// `[{"plugin":ID,"ok":true}, {"plugin":ID,"ok":false,"error":{"kind",…}}]`.
+/// A failed start is reported there, not as a status.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_startup_finished(
+    h: *mut qc_plugin_host,
+    out_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    json_result(error, out_json, || {
+        let e = entry(h)?;
+        Ok(Value::Array(
+            e.host
+                .startup_finished()
+                .into_iter()
+                .map(|(id, r)| match r {
+                    Ok(()) => json!({"plugin": id, "ok": true}),
+                    Err(err) => json!({"plugin": id, "ok": false, "error": err.to_json()}),
+                })
+                .collect(),
+        ))
+    })
+}
+
+/// Ends the process of plugin `id` (borrowed) and all its descendants; its
+/// next call starts it again. Not running is fine. An unknown id fails
+/// `not_found` (`QC_NOT_FOUND`, `*error_json` as in the module docs).
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_unload(
+    h: *mut qc_plugin_host,
+    id: *const c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        let e = entry(h)?;
+        let id = str_arg(id, "id")?;
+        Ok(e.host.unload(id)?)
+    })
+}
+
+/// Enables plugin `id` (borrowed; persisted in the plugins directory's
+/// state) and clears its crash-loop breaker. `QC_NOT_FOUND` for an unknown id.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_enable(
+    h: *mut qc_plugin_host,
+    id: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || entry(h)?.host.enable(str_arg(id, "id")?))
+}
+
+/// Disables plugin `id` (borrowed; persisted) and ends its process; its
+/// calls then fail `disabled`. `QC_NOT_FOUND` for an unknown id.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_disable(
+    h: *mut qc_plugin_host,
+    id: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || entry(h)?.host.disable(str_arg(id, "id")?))
+}
+
+/// Sets the configuration value `key` of plugin `id` (persisted; later
+/// calls see it in `context.config`). `value_json` (borrowed) is a JSON
+/// value of the entry's type; `null` removes the value (the default applies
+/// again). `QC_NOT_FOUND` for an unknown plugin or a key its manifest does
+/// not declare, `QC_INVALID_ARGUMENT` for a value of the wrong type,
+/// `QC_INVALID_JSON` for text that is not JSON.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_set_config_value(
+    h: *mut qc_plugin_host,
+    id: *const c_char,
+    key: *const c_char,
+    value_json: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        let id = str_arg(id, "id")?;
+        let key = str_arg(key, "key")?;
+        let value = parse_json(value_json, "value_json")?;
+        e.host.set_config_value(id, key, value)
+    })
+}
+
+/// Reloads after a change of the plugins directory; a failure is reported
+/// with what was already done.
+fn reload_after(e: &HostEntry, what: &str) -> std::result::Result<(), Failure> {
+    e.host.reload().map_err(|err| {
+        Failure::Plain(Error::new(
+            err.status,
+            format!("{what}, but the host could not reload: {}", err.message),
+        ))
+    })
+}
+
+/// Installs the plugin at `src_path` (borrowed): a folder, or a `.zip` file
+/// (recognised by its content) with `manifest.json` at its root, validated
+/// before anything is replaced. An installed version of the same id is
+/// replaced atomically (its data folder is kept); the host is then reloaded
+/// (a running old version is ended). `*out_json` (owned) receives the
+/// plugin's summary: `{"id","name","version","description","tools":
+/// [{"name","modelVisible"}],…,"replaced","previousVersion","warnings"}`.
+/// On failure the plugins directory is unchanged and `*error_json` gets
+/// `{"code","message","problems"?}` (see the module docs).
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_install(
+    h: *mut qc_plugin_host,
+    src_path: *const c_char,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let src = str_arg(src_path, "src_path")?;
+        let outcome = install::install_from(&e.plugins_dir, Path::new(src))?;
+        let summary = outcome.summary_json();
+        reload_after(&e, &format!("{} was installed", outcome.manifest.id))?;
+        Ok(write_json(out_json, &summary)?)
+    })
+}
+
+/// Uninstalls plugin `id` (borrowed): ends its process and removes its
+/// files; with `remove_data` non-zero also its data folder and its state
+/// (enabled flag, configuration), otherwise they are kept for a later
+/// re-install. `*out_json` (owned) receives `{"id","dataRemoved"}`.
+/// Failures as for `qc_plugin_host_install` (e.g. code `not_found`).
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_uninstall(
+    h: *mut qc_plugin_host,
+    id: *const c_char,
+    remove_data: i32,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let id = str_arg(id, "id")?;
+        let outcome = install::uninstall(&e.plugins_dir, id, remove_data != 0)?;
+        reload_after(&e, &format!("{id} was uninstalled"))?;
+        Ok(write_json(out_json, &outcome.summary_json())?)
+    })
+}
+
+/// `*out_json` (owned) receives every installed plugin, sorted by id:
+/// `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…}]`
+/// (document-parser tools are listed with `modelVisible: false`). A plugin
+/// whose installed manifest no longer validates is listed as `{"id",
+/// "enabled","tools":[],"error":{"code":"broken_plugin",…}}`. Failures (a
+/// corrupt state file, I/O) as for `qc_plugin_host_install`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_list(
+    h: *const qc_plugin_host,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let list = install::list_json(&e.plugins_dir)?;
+        Ok(write_json(out_json, &list)?)
+    })
+}
+
+/// Calls `tool` of plugin `plugin_id` and waits for its answer (the plugin
+/// is started first if it does not run). All strings are borrowed.
+/// `params_json` is the arguments object (NULL = `{}`), checked against the
+/// tool's `parameters` schema before the plugin sees it. `options_json`
+/// (nullable) is `{"cwd":DIR,"timeoutMs":N}` (both optional: `cwd` is the
+/// call's `context.cwd`, default the config's `workspaceRoot`; `timeoutMs`
+/// 1..3600000 overrides `callTimeoutMs`). On success `*out_json` (owned)
+/// receives `{"content":[…],"details":…}` (`details` only when the plugin
+/// gave one). A failed call gives the status of its kind and `*error_json`
+/// `{"kind",…}` (see the module docs). Must not be called on a library
+/// runtime thread (fails `host`); see the module docs about callbacks.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_call(
+    h: *mut qc_plugin_host,
+    plugin_id: *const c_char,
+    tool: *const c_char,
+    params_json: *const c_char,
+    options_json: *const c_char,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let a = call_args(plugin_id, tool, params_json, options_json)?;
+        let out = e.host.call_tool(&a.plugin, &a.tool, a.params, a.options)?;
+        Ok(write_json(out_json, &out.to_json())?)
+    })
+}
+
+/// Starts a call like `qc_plugin_host_call` and returns at once. `on_done`
+/// (required) runs exactly once, on the host's callback thread, with
+/// `{"ok":true,"result":{"content":[…],"details":…}}` or
+/// `{"ok":false,"error":{"kind",…}}` (borrowed for the call); then
+/// `free_user_data` (nullable) runs. Arguments are checked first: on a
+/// failure status nothing runs and the library does not take `user_data`
+/// (`free_user_data` is not called). Freeing the host makes a running call
+/// complete at once with kind `host`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_call_async(
+    h: *mut qc_plugin_host,
+    plugin_id: *const c_char,
+    tool: *const c_char,
+    params_json: *const c_char,
+    options_json: *const c_char,
+    on_done: qc_json_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        let Some(f) = on_done else {
+            return Err(Error::new(Status::NullParameter, "on_done is NULL"));
+        };
+        let a = call_args(plugin_id, tool, params_json, options_json)?;
+        let rt = crate::runtime::acquire()?;
+        let ud = UserData::new(user_data, free_user_data);
+        let host = e.host.clone();
+        let inner = e.inner.clone();
+        rt.handle().clone().spawn(async move {
+            let r = host
+                .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
+                .await
+                .map(|o| o.to_json());
+            let doc = outcome_json(&r).to_string();
+            let dispatcher = inner.dispatcher.clone();
+            // The host, the shared state and the runtime reference are
+            // dropped on the callback thread (never on a runtime thread).
+            dispatcher.post(move || {
+                let json = callback_cstring(&doc);
+                // SAFETY: host callback with its own user_data; the string lives for the call.
+                unsafe { f(ud.ptr(), json.as_ptr()) };
+                drop(ud);
+                drop(host);
+                drop(inner);
+                drop(rt);
+            });
+        });
+        Ok(())
+    })
+}
+
+/// Whether the session action of plugin `plugin_id` shows for the session
+/// folder `cwd` (both borrowed): calls its `sessionAction.visibleTool` with
+/// `{}` and `context.cwd = cwd`, and writes its `details.visible` to `*out`
+/// (1 or 0; 1 when the plugin declares no `visibleTool`). Failures as for
+/// `qc_plugin_host_call`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_visible(
+    h: *mut qc_plugin_host,
+    plugin_id: *const c_char,
+    cwd: *const c_char,
+    out: *mut i32,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out, "out")?;
+        let e = entry(h)?;
+        let visible = e
+            .host
+            .visible(str_arg(plugin_id, "plugin_id")?, str_arg(cwd, "cwd")?)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(visible as i32) };
+        Ok(())
+    })
+}
+
+/// The options of the `select` configuration entry `config_id` of plugin
+/// `plugin_id` (both borrowed): `*out_json` (owned) receives an array,
+/// "Auto" (`{"value":<default>,"label":"Auto"}`) first, then what the
+/// entry's `optionsTool` returned in `details.options`. Failures as for
+/// `qc_plugin_host_call`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_options(
+    h: *mut qc_plugin_host,
+    plugin_id: *const c_char,
+    config_id: *const c_char,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let options = e.host.options(
+            str_arg(plugin_id, "plugin_id")?,
+            str_arg(config_id, "config_id")?,
+        )?;
+        Ok(write_json(out_json, &options)?)
+    })
+}
+
+/// Parses a dropped file with the enabled plugin whose `documentParsers`
+/// lists `mime` (borrowed): `data` is `len` bytes (borrowed; NULL with `len`
+/// 0 is an empty file), sent to the parser tool as base64. `*out_json`
+/// (owned) receives `{"success":true,"text":…}` or
+/// `{"success":false,"reason":…}`. No parser for `mime` fails `not_found`;
+/// other failures as for `qc_plugin_host_call`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_parse_document(
+    h: *mut qc_plugin_host,
+    mime: *const c_char,
+    data: *const u8,
+    len: usize,
+    out_json: *mut *mut c_char,
+    error_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    with_json_error(error_json, error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let mime = str_arg(mime, "mime")?;
+        let bytes: &[u8] = if data.is_null() {
+            if len != 0 {
+                return Err(Error::new(Status::NullParameter, "data is NULL").into());
+            }
+            &[]
+        } else if len > isize::MAX as usize {
+            return Err(Error::invalid_argument("len is too large").into());
+        } else {
+            // SAFETY: the caller passes `len` readable bytes at `data`.
+            unsafe { std::slice::from_raw_parts(data, len) }
+        };
+        let parsed = e.host.parse_document(mime, bytes)?;
+        Ok(write_json(out_json, &parsed.to_json())?)
+    })
+}
+
+/// Sets (or with `cb` NULL removes) the event callback. It runs on the
+/// host's callback thread with one JSON event (borrowed for the call):
+/// `{"type":"plugin_started","plugin","pid"}`,
+/// `{"type":"plugin_exit","plugin","code","signal","expected","stderrTail"}`
+/// (`expected` is true when the host ended it),
+/// `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker), or
+/// `{"type":"ui_push","plugin","channel","payload"}` (in the order the
+/// plugin sent them). Not called in pull mode. The previous callback's
+/// `user_data` is finalized. On failure the library does not take
+/// `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_set_event_callback(
+    h: *mut qc_plugin_host,
+    cb: qc_json_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        let cb = json_callback::<Value>(cb, user_data, free_user_data);
+        e.inner.events.set(cb.map(|f| {
+            let f: Arc<EventFn> = Arc::new(move |v: &Value| f(v));
+            f
+        }));
+        Ok(())
+    })
+}
+
+/// Sets (or with `cb` NULL removes) the log callback: lines up to
+/// `max_level` (`QC_LOG_ERROR`..`QC_LOG_TRACE`) about plugin starts, exits,
+/// stray frames and so on, on the callback thread; the library prints
+/// nothing itself. If more than 4096 lines wait, newer ones are dropped. The
+/// previous callback's `user_data` is finalized. On failure the library does
+/// not take `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_set_log_callback(
+    h: *mut qc_plugin_host,
+    cb: qc_log_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    max_level: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        e.inner
+            .logger
+            .set(log_sink(cb, user_data, free_user_data, max_level)?);
+        Ok(())
+    })
+}
+
+fn capability_name<'a>(name: *const c_char) -> Result<&'a str> {
+    let name = str_arg(name, "name")?;
+    if name.is_empty() {
+        return Err(Error::invalid_argument("name is empty"));
+    }
+    Ok(name)
+}
+
+/// Registers `name` as offered, with `cb` (or removes it).
+fn offer(e: &HostEntry, name: &str, cb: Option<CapabilityCb>) {
+    let handler = cb.as_ref().map(|_| e.inner.capability_handler(name));
+    match cb {
+        Some(cb) => lock(&e.inner.capabilities).insert(name.to_string(), cb),
+        None => lock(&e.inner.capabilities).remove(name),
+    };
+    e.host.set_capability(name, handler);
+}
+
+/// Offers capability `name` (borrowed, e.g. `show_notification`) to plugins,
+/// answered by `cb`; with `cb` NULL the host's handler is removed and the
+/// library default applies again (`show_notification`: `{"shown":false,
+/// "reason":"unsupported"}`; `render_pdf`: the library renders the Markdown
+/// to a PDF; any other name: refused with `host_error`). `cb` runs on the
+/// host's callback thread (see `qc_plugin_capability_fn`); each request
+/// must be answered with `qc_plugin_host_respond`. Plugins need the
+/// manifest permission `notifications` for `show_notification`. Replacing
+/// or removing a callback answers the requests it left waiting with an
+/// error and finalizes the old `user_data`. Not called in pull mode (the
+/// requests are queued). On failure the library does not take `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_set_capability_callback(
+    h: *mut qc_plugin_host,
+    name: *const c_char,
+    cb: qc_plugin_capability_fn,
+    user_data: *mut c_void,
+    free_user_data: qc_free_fn,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        let name = capability_name(name)?;
+        let ud = UserData::new(user_data, free_user_data);
+        let cb: Option<CapabilityCb> = cb.map(|f| {
+            let call: Arc<CapabilityCall> = Arc::new(move |id: u64, request: &Value| {
+                let json = callback_cstring(&request.to_string());
+                // SAFETY: host callback with its own user_data; the string lives for the call.
+                unsafe { f(ud.ptr(), id, json.as_ptr()) }
+            });
+            Some(call)
+        });
+        offer(&e, name, cb);
+        Ok(())
+    })
+}
+
+/// Offers capability `name` (borrowed) without a callback, for pull mode:
+/// its requests are queued as `host_request` events (see
+/// `qc_plugin_host_next_event`). Outside pull mode they are refused with
+/// `host_error`. Remove the offer with `qc_plugin_host_set_capability_callback(h,
+/// name, NULL, …)`.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_offer_capability(
+    h: *mut qc_plugin_host,
+    name: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        offer(&e, capability_name(name)?, Some(None));
+        Ok(())
+    })
+}
+
+/// Answers capability request `request_id` (from a capability callback, or
+/// the `id` of a pulled `host_request` event in pull mode), from any thread,
+/// at any time before the request times out. With `error_message`
+/// (borrowed) non-NULL the plugin gets `host_error` with it; otherwise it
+/// gets `host_response` with `result_json` (borrowed JSON; NULL = `null`).
+/// `QC_INVALID_JSON` for a bad `result_json` (the request stays waiting);
+/// `QC_NOT_FOUND` for an unknown, already answered or timed-out id.
+/// After `qc_plugin_host_enable_events` ids refer to pulled events only.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_respond(
+    h: *mut qc_plugin_host,
+    request_id: u64,
+    result_json: *const c_char,
+    error_message: *const c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        let e = entry(h)?;
+        let failure = opt_str_arg(error_message, "error_message")?;
+        let result = match failure {
+            Some(_) => None,
+            None if result_json.is_null() => Some(Value::Null),
+            None => Some(parse_json(result_json, "result_json")?),
+        };
+        let mut queue = lock(&e.inner.queue);
+        if let Some(q) = queue.as_mut() {
+            let answer = match (failure, result) {
+                (Some(m), _) => Err(m.to_string()),
+                (None, r) => Ok(Some(r.unwrap_or(Value::Null).to_string())),
+            };
+            return q.respond(request_id, answer);
+        }
+        drop(queue);
+        let answer = match (failure, result) {
+            (Some(m), _) => Err(m.to_string()),
+            (None, r) => Ok(r.unwrap_or(Value::Null)),
+        };
+        e.host.respond(request_id, answer)
+    })
+}
+
+/// Switches the host to pull mode, for hosts that must never be called on
+/// a library thread (LuaJIT, single-threaded loops): from now on no event
+/// or capability callback runs; events and capability requests are queued.
+/// `*out_fd` receives a file descriptor owned by the library (do not close
+/// it; valid until `qc_plugin_host_free`) that is readable while events
+/// wait: watch it, then call `qc_plugin_host_next_event` until it gives
+/// NULL. Calling it again returns the same fd. Log and `_call_async`
+/// callbacks still run on the callback thread.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_enable_events(
+    h: *mut qc_plugin_host,
+    out_fd: *mut i32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    value_result(error, out_fd, || {
+        let e = entry(h)?;
+        let mut queue = lock(&e.inner.queue);
+        if queue.is_none() {
+            *queue = Some(EventQueue::new()?);
+        }
+        Ok(queue.as_ref().expect("just set").fd())
+    })
+}
+
+/// Takes the next queued event (pull mode). `*out_json` receives an owned
+/// JSON object (free with `qc_string_free`), or NULL when none waits: the
+/// events of `qc_plugin_host_set_event_callback`, and capability requests
+/// `{"type":"host_request","id":N,"plugin","capability","params"}` to answer
+/// with `qc_plugin_host_respond(h, N, …)` (a request whose plugin stopped
+/// waiting is skipped). At most 1024 events wait; beyond that events are
+/// dropped (logged) and requests refused. `QC_REFUSED` when pull mode is
+/// not enabled.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_next_event(
+    h: *mut qc_plugin_host,
+    out_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        out_arg(out_json, "out_json")?;
+        let e = entry(h)?;
+        let event = {
+            let mut queue = lock(&e.inner.queue);
+            let q = queue
+                .as_mut()
+                .ok_or_else(|| Error::new(Status::Refused, "pull mode is not enabled"))?;
+            q.prune();
+            q.pop()
+        };
+        // SAFETY: checked non-NULL.
+        unsafe {
+            *out_json = match event {
+                Some(v) => to_c_string(v.to_string()),
+                None => std::ptr::null_mut(),
+            }
+        };
+        Ok(())
+    })
+}
+
+/// `*out_json` (owned) receives the counters of plugin `plugin_id`
+/// (borrowed), for debugging: `{"starts","unexpectedExits","invalidLines",
+/// "unknownReplies","duplicateReplies","lateReplies","ignoredMessages",
+/// "internalMessages","fdsClosed","hostRequests","uiPushes","timeouts",
+/// "kills","running","disabledReason"}`. `QC_NOT_FOUND` for an unknown id.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_stats(
+    h: *const qc_plugin_host,
+    plugin_id: *const c_char,
+    out_json: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    json_result(error, out_json, || {
+        let e = entry(h)?;
+        let id = str_arg(plugin_id, "plugin_id")?;
+        e.host.stats(id).ok_or_else(|| {
+            Error::new(
+                Status::NotFound,
+                format!("no plugin with id {id:?} is installed"),
+            )
+        })
+    })
+}
