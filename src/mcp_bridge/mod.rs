@@ -21,4 +21,8 @@
 
 pub mod naming;
 pub mod schema;
+pub mod server;
 pub mod settings;
+pub mod tools;
+
+pub use server::PluginMcpServer;
