@@ -76,6 +76,8 @@ const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long a `roots/list` question may take before the call goes on with
 /// the workspace root.
 const ROOTS_TIMEOUT: Duration = Duration::from_secs(5);
+/// `ui_push`es waiting to be sent as progress, per call (more are dropped).
+const PROGRESS_QUEUE: usize = 64;
 
 /// Lock files in use by servers of this process.
 static LOCKS_IN_USE: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(|| Mutex::new(HashSet::new()));
@@ -146,7 +148,7 @@ struct ServerState {
     sessions: Arc<Sessions<SessionData>>,
     rt: tokio::runtime::Handle,
     /// Calls in progress: their plugin id and where its `ui_push`es go.
-    calls: Mutex<HashMap<u64, (String, mpsc::UnboundedSender<PluginEvent>)>>,
+    calls: Mutex<HashMap<u64, (String, mpsc::Sender<PluginEvent>)>>,
     next_call: AtomicU64,
     /// The names last listed (to send `list_changed` only on a change).
     last_listed: Mutex<Vec<String>>,
@@ -208,7 +210,9 @@ impl HostListener for Listener {
             PluginEvent::UiPush { plugin, .. } => {
                 for (p, tx) in lock(&state.calls).values() {
                     if p == plugin {
-                        let _ = tx.send(event.clone());
+                        // Full (a flood, a slow client): this update is
+                        // dropped; progress is advisory.
+                        let _ = tx.try_send(event.clone());
                     }
                 }
             }
@@ -696,7 +700,7 @@ impl ServerHandler for PluginsMcp {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let cwd = self.cwd(&context).await;
         let progress_token = context.meta.get_progress_token();
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
         let call_id = state.next_call.fetch_add(1, Ordering::Relaxed);
         lock(&state.calls).insert(call_id, (plugin.clone(), tx));
         let _slot = CallSlot(state, call_id);
