@@ -36,6 +36,8 @@ process.on('message', (m) => {
       return setTimeout(() => reply(m, text('late')), p.ms);
     case 'search':
       return reply(m, text('found'));
+    case 'crash':
+      process.exit(3);
   }
 });
 "#;
@@ -53,6 +55,8 @@ fn manifest() -> Value {
         {"name": "slow", "summary": "Slow", "description": "Answers late.",
          "parameters": {"type": "object", "properties": {"ms": {"type": "integer"}}}},
         {"name": "search", "summary": "Search", "description": "Search notes.",
+         "parameters": {"type": "object", "properties": {}}},
+        {"name": "crash", "summary": "Crash", "description": "Exits at once.",
          "parameters": {"type": "object", "properties": {}}}
     ]})
 }
@@ -67,13 +71,17 @@ struct Fixture {
 
 impl Fixture {
     fn new(name: &str, ids: &[&str]) -> Fixture {
+        Fixture::with_config(name, ids, json!({}))
+    }
+
+    fn with_config(name: &str, ids: &[&str], host_config: Value) -> Fixture {
         let plugins = Plugins::new(name);
         for id in ids {
             plugins.add(id, manifest(), JS);
         }
         let store = MemStore::new(&plugins.dir);
         let host = Arc::new(
-            PluginHost::with_store(config(&plugins.dir, json!({})), store.clone()).unwrap(),
+            PluginHost::with_store(config(&plugins.dir, host_config), store.clone()).unwrap(),
         );
         let lock_dir = common::TempDir::new(&format!("mcpb-{name}"));
         let server = PluginMcpServer::start(
@@ -173,7 +181,7 @@ fn lists_from_manifests_without_spawning_and_names_collisions() {
     assert!(got.contains(&"a-notes_search".to_string()), "{got:?}");
     assert!(got.contains(&"b-notes_search".to_string()), "{got:?}");
     assert!(got.contains(&STATUS_TOOL.to_string()));
-    assert_eq!(got.len(), 3 * 5 + 1, "{got:?}");
+    assert_eq!(got.len(), 3 * 6 + 1, "{got:?}");
     for id in ["com.a.notes", "org.b.notes", "com.example.todo"] {
         assert_eq!(f.host.running_pid(id), None, "listing must not spawn {id}");
     }
@@ -318,7 +326,7 @@ fn list_changed_follows_disable_enable_and_reload() {
         .next_method("notifications/tools/list_changed", Duration::from_secs(5))
         .is_some());
     let got = names(&c.call("tools/list", json!({})));
-    assert_eq!(got.len(), 5 + 1, "{got:?}");
+    assert_eq!(got.len(), 6 + 1, "{got:?}");
     let _ = &f.store;
     stream.close();
 }
@@ -486,4 +494,30 @@ fn auth_matrix_and_lock_file() {
     f.server.stop().unwrap();
     assert!(!lock.exists());
     assert!(f.server.port().is_err());
+}
+
+#[test]
+fn a_crash_loop_disable_sends_list_changed_and_the_call_fails_at_once() {
+    let f = Fixture::with_config(
+        "crashloop",
+        &["com.example.todo"],
+        json!({"crashLoopMaxExits": 1}),
+    );
+    let mut c = f.client();
+    let stream = c.open_stream();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = c.tool("todo_crash", json!({}));
+    assert_eq!(r["isError"], true);
+    assert!(text(&r).starts_with("exited:"), "{r}");
+    assert!(
+        stream
+            .next_method("notifications/tools/list_changed", Duration::from_secs(5))
+            .is_some(),
+        "the breaker's disable must send list_changed"
+    );
+    assert_eq!(names(&c.call("tools/list", json!({}))), vec![STATUS_TOOL]);
+    let r = c.tool("todo_echo", json!({"q": "x"}));
+    assert_eq!(r["isError"], true);
+    assert!(text(&r).contains("not available"), "{r}");
+    stream.close();
 }
