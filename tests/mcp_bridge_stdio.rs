@@ -170,6 +170,23 @@ fn no_host_running_exits_with_a_reason() {
     let (code, err) = b.exit(Duration::from_secs(5));
     assert_eq!(code, Some(1));
     assert!(err.contains("no running IDE"), "{err}");
+
+    // A live pid (ours) whose port refuses connections is skipped too.
+    let closed_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    std::fs::write(
+        dir.join("2.lock"),
+        json!({"port": closed_port, "authToken": "x", "pid": std::process::id(),
+            "workspacePaths": [home.path()]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut b = Bridge::spawn(home.path(), home.path());
+    let (code, err) = b.exit(Duration::from_secs(10));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no running IDE"), "{err}");
 }
 
 struct Host {
@@ -212,6 +229,12 @@ fn relays_list_call_notifications_and_ends_with_the_host() {
         "{init}"
     );
     assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+    // A line that is not JSON gets a parse error; the bridge goes on.
+    if let Some(s) = b.stdin.as_mut() {
+        writeln!(s, "this is not json").unwrap();
+    }
+    let e = b.next("parse error", |v| v["error"]["code"] == -32700);
+    assert!(e["id"].is_null(), "{e}");
     b.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}));
     let list = b.response(1);
     let names: Vec<&str> = list["result"]["tools"]

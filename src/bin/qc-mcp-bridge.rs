@@ -21,6 +21,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -196,6 +197,8 @@ fn sse_events(body: &mut dyn BufRead, mut each: impl FnMut(&str)) {
 
 struct Bridge {
     lock: LockInfo,
+    /// stdin closed: the end of the streams is ours, not the server's.
+    closing: AtomicBool,
     out: Mutex<std::io::Stdout>,
     session: Mutex<Option<String>>,
     protocol: Mutex<String>,
@@ -329,6 +332,9 @@ impl Bridge {
                 Err(e) => fail(&format!("the IDE's plugin server is gone ({e})")),
             };
             sse_events(&mut r.body, |data| me.emit(data));
+            if me.closing.load(Ordering::SeqCst) {
+                return;
+            }
             fail("the IDE's plugin server closed the connection (the IDE stopped?); `/mcp` → reconnect");
         });
     }
@@ -343,7 +349,16 @@ fn main() {
             e.message
         )),
     };
-    let Some(lock) = discovery::candidates(&dir, &cwd).into_iter().next() else {
+    // A live pid whose port refuses connections (its server stopped
+    // without removing the file, or the pid was reused) is skipped.
+    let reachable = |l: &LockInfo| {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], l.port));
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+    };
+    let Some(lock) = discovery::candidates(&dir, &cwd)
+        .into_iter()
+        .find(reachable)
+    else {
         fail(&format!(
             "no running IDE with qwen-companion plugins for {}; start the IDE, then `/mcp` → reconnect",
             cwd.display()
@@ -351,6 +366,7 @@ fn main() {
     };
     let bridge = Arc::new(Bridge {
         lock,
+        closing: AtomicBool::new(false),
         out: Mutex::new(std::io::stdout()),
         session: Mutex::new(None),
         protocol: Mutex::new(PROTOCOL_FALLBACK.to_string()),
@@ -383,6 +399,7 @@ fn main() {
         workers.push(std::thread::spawn(move || b.relay(msg)));
     }
     // stdin closed: let answers in flight finish briefly, end the session.
+    bridge.closing.store(true, Ordering::SeqCst);
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while workers.iter().any(|w| !w.is_finished()) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));

@@ -155,11 +155,19 @@ struct ServerState {
 }
 
 impl ServerState {
-    fn listing(&self) -> tools::Listing {
+    /// The current listing; `log` reports each tool left out (done for
+    /// `tools/list` only, so calls and change checks do not repeat it).
+    fn listing_logged(&self, log: bool) -> tools::Listing {
         tools::listing(&self.host, |plugin, tool, why| {
-            self.logger
-                .warn(|| format!("tool {tool} of plugin {plugin} is not listed: {why}"));
+            if log {
+                self.logger
+                    .warn(|| format!("tool {tool} of plugin {plugin} is not listed: {why}"));
+            }
         })
+    }
+
+    fn listing(&self) -> tools::Listing {
+        self.listing_logged(false)
     }
 
     fn names(listing: &tools::Listing) -> Vec<String> {
@@ -675,7 +683,7 @@ impl ServerHandler for PluginsMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        let listing = self.state.listing();
+        let listing = self.state.listing_logged(true);
         *lock(&self.state.last_listed) = ServerState::names(&listing);
         Ok(ListToolsResult::with_all_items(listing.rmcp_tools()))
     }
