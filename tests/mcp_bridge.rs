@@ -75,6 +75,15 @@ impl Fixture {
     }
 
     fn with_config(name: &str, ids: &[&str], host_config: Value) -> Fixture {
+        Fixture::with_server(name, ids, host_config, ServerConfig::default())
+    }
+
+    fn with_server(
+        name: &str,
+        ids: &[&str],
+        host_config: Value,
+        server_config: ServerConfig,
+    ) -> Fixture {
         let plugins = Plugins::new(name);
         for id in ids {
             plugins.add(id, manifest(), JS);
@@ -88,7 +97,7 @@ impl Fixture {
             host.clone(),
             ServerConfig {
                 lock_dir: Some(lock_dir.path().to_path_buf()),
-                ..ServerConfig::default()
+                ..server_config
             },
         )
         .unwrap();
@@ -520,4 +529,59 @@ fn a_crash_loop_disable_sends_list_changed_and_the_call_fails_at_once() {
     assert_eq!(r["isError"], true);
     assert!(text(&r).contains("not available"), "{r}");
     stream.close();
+}
+
+#[test]
+fn body_cap_session_bound_and_reaping() {
+    let f = Fixture::with_server(
+        "limits",
+        &[],
+        json!({}),
+        ServerConfig::from_json(Some(
+            r#"{"maxBodyBytes": 1024, "sessionGraceMs": 1000, "maxSessions": 2}"#,
+        ))
+        .unwrap(),
+    );
+    let port = f.server.port().unwrap();
+    let token = f.server.auth_token().unwrap();
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(2000)
+    );
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+    );
+    assert_eq!(raw_request(port, &head, big.as_bytes()).status, 413);
+    // Three stream-less sessions with a bound of two: one is closed at once;
+    // the grace then closes the others.
+    let clients: Vec<Client> = (0..3).map(|_| f.client()).collect();
+    assert!(common::wait_until(Duration::from_secs(3), || f
+        .server
+        .session_count()
+        <= 2));
+    assert!(common::wait_until(Duration::from_secs(5), || f
+        .server
+        .session_count()
+        == 0));
+    // A reaped session is gone for rmcp too.
+    let c = clients.into_iter().next().unwrap();
+    let r = c.post(&json!({"jsonrpc":"2.0","id":9,"method":"tools/list"}));
+    assert_eq!(r.status, 404, "{}", r.text());
+    // Bad configuration is refused before anything starts.
+    let scratch = common::TempDir::new("limits-scratch");
+    for bad in [
+        r#"{"sessionGraceMs": 10}"#,
+        r#"{"maxSessions": 0}"#,
+        r#"{"keepAliveMs": 5}"#,
+        r#"{"workspacePaths": ["relative"]}"#,
+    ] {
+        let mut config = ServerConfig::from_json(Some(bad)).unwrap();
+        config.lock_dir = Some(scratch.path().to_path_buf());
+        let e = PluginMcpServer::start(f.host.clone(), config)
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert_eq!(e.status, qwen_companion::Status::InvalidArgument, "{bad}");
+    }
+    assert!(ServerConfig::from_json(Some(r#"{"nope": 1}"#)).is_err());
 }
