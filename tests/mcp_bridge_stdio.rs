@@ -42,8 +42,17 @@ struct Bridge {
 
 impl Bridge {
     fn spawn(qwen_home: &std::path::Path, cwd: &std::path::Path) -> Bridge {
+        Bridge::spawn_env(qwen_home, cwd, &[])
+    }
+
+    fn spawn_env(
+        qwen_home: &std::path::Path,
+        cwd: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Bridge {
         let mut child = Command::new(env!("CARGO_BIN_EXE_qc-mcp-bridge"))
             .arg("plugins")
+            .envs(env.iter().copied())
             .env("QWEN_HOME", qwen_home)
             .current_dir(cwd)
             .stdin(Stdio::piped())
@@ -281,4 +290,30 @@ fn roots_requests_are_relayed_both_ways() {
     b.stdin.take();
     let (code, err) = b.exit(Duration::from_secs(5));
     assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn a_server_that_never_answers_initialize_ends_the_bridge() {
+    let home = common::TempDir::new("bridge-mute");
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = mute.local_addr().unwrap().port();
+    let dir = home.path().join("companion/plugins-mcp");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("3.lock"),
+        json!({"port": port, "authToken": "x", "pid": std::process::id(),
+            "workspacePaths": [home.path()]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut b = Bridge::spawn_env(
+        home.path(),
+        home.path(),
+        &[("QC_MCP_BRIDGE_INITIALIZE_TIMEOUT_MS", "300")],
+    );
+    b.send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}));
+    let (code, err) = b.exit(Duration::from_secs(5));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("qc-mcp-bridge:"), "{err}");
+    drop(mute);
 }

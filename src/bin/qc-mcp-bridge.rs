@@ -30,6 +30,16 @@ use qwen_companion::mcp_bridge::server::default_lock_dir;
 use serde_json::{json, Value};
 
 const PROTOCOL_FALLBACK: &str = "2025-06-18";
+/// Longest wait for any part of the server's answer to `initialize`
+/// (20 s; `QC_MCP_BRIDGE_INITIALIZE_TIMEOUT_MS` overrides it).
+fn initialize_timeout() -> Duration {
+    std::env::var("QC_MCP_BRIDGE_INITIALIZE_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(20))
+}
 
 fn fail(message: &str) -> ! {
     eprintln!("qc-mcp-bridge: {message}");
@@ -94,15 +104,18 @@ impl<R: BufRead> Read for Chunked<R> {
     }
 }
 
-/// Sends one request (`Connection: close`) and reads the head.
+/// Sends one request (`Connection: close`) and reads the head; `limit`
+/// bounds every read of the answer (none for calls, which may run long).
 fn http(
     lock: &LockInfo,
     method: &str,
     extra: &[(&str, String)],
     body: &[u8],
+    limit: Option<Duration>,
 ) -> std::io::Result<HttpResponse> {
     let mut s = TcpStream::connect(("127.0.0.1", lock.port))?;
     s.set_nodelay(true)?;
+    s.set_read_timeout(limit)?;
     let mut head = format!(
         "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
          Accept: application/json, text/event-stream\r\nConnection: close\r\n",
@@ -269,7 +282,9 @@ impl Bridge {
         let is_initialize = msg.get("method") == Some(&json!("initialize"));
         let is_initialized = msg.get("method") == Some(&json!("notifications/initialized"));
         let body = msg.to_string();
-        let mut r = match http(&self.lock, "POST", &self.headers(), body.as_bytes()) {
+        // The handshake must not hang the CLI's discovery (30 s for stdio).
+        let limit = is_initialize.then(initialize_timeout);
+        let mut r = match http(&self.lock, "POST", &self.headers(), body.as_bytes(), limit) {
             Ok(r) => r,
             Err(e) => fail(&format!(
                 "the IDE's plugin server on port {} is gone ({e}); `/mcp` → reconnect after restarting the IDE",
@@ -306,14 +321,22 @@ impl Bridge {
         let sse = r
             .header("content-type")
             .is_some_and(|c| c.starts_with("text/event-stream"));
+        let mut answered = false;
         if sse {
-            sse_events(&mut r.body, |data| self.emit(data));
+            sse_events(&mut r.body, |data| {
+                answered = true;
+                self.emit(data)
+            });
         } else {
             let mut text = String::new();
             let _ = r.body.read_to_string(&mut text);
             if !text.trim().is_empty() {
+                answered = true;
                 self.emit(&text);
             }
+        }
+        if is_initialize && !answered {
+            fail("the IDE's plugin server did not answer initialize; `/mcp` → reconnect");
         }
     }
 
@@ -322,7 +345,7 @@ impl Bridge {
     fn open_stream(self: &Arc<Self>) {
         let me = self.clone();
         std::thread::spawn(move || {
-            let mut r = match http(&me.lock, "GET", &me.headers(), b"") {
+            let mut r = match http(&me.lock, "GET", &me.headers(), b"", None) {
                 Ok(r) if r.status == 200 => r,
                 Ok(r) if r.status == 405 => return,
                 Ok(r) => fail(&format!(
@@ -410,7 +433,13 @@ fn main() {
         .unwrap_or_else(|p| p.into_inner())
         .is_some()
     {
-        let _ = http(&bridge.lock, "DELETE", &bridge.headers(), b"");
+        let _ = http(
+            &bridge.lock,
+            "DELETE",
+            &bridge.headers(),
+            b"",
+            Some(Duration::from_secs(2)),
+        );
     }
     std::process::exit(0);
 }
