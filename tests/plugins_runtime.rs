@@ -245,6 +245,46 @@ fn slow_plugin_times_out_but_is_kept() {
 }
 
 #[test]
+fn a_dropped_call_is_abandoned() {
+    // An MCP client's cancellation drops the call's future: the request is
+    // given up at once (its late reply is counted as late), the plugin kept.
+    let t = basic("dropped", json!({}), json!({}));
+    let pid = t.call_ok("test.basic", "echo", json!({})).details.unwrap()["pid"].clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let gave_up = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(150),
+            t.host.call_tool_async(
+                "test.basic",
+                "slow",
+                json!({"ms": 400}),
+                CallOptions::default(),
+            ),
+        )
+        .await
+        .is_err()
+    });
+    assert!(gave_up, "the slow call must still be running at 150 ms");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.stat("test.basic", "lateReplies") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            t.host.stats("test.basic").unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(t.stat("test.basic", "timeouts"), 0);
+    assert_eq!(t.stat("test.basic", "unknownReplies"), 0);
+    let again = t.call_ok("test.basic", "echo", json!({})).details.unwrap()["pid"].clone();
+    assert_eq!(pid, again, "the plugin is kept");
+    t.finish();
+}
+
+#[test]
 fn busy_plugin_ignoring_sigterm_is_killed_and_restarted() {
     let plugins = Plugins::new("busy");
     plugins.add(

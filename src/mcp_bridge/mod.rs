@@ -19,6 +19,11 @@
 //! How the entry reaches the server (a `${VAR}` URL or a stdio bridge) is
 //! decided in `docs/mcp-registration.md`.
 
+pub mod discovery;
 pub mod naming;
 pub mod schema;
+pub mod server;
 pub mod settings;
+pub mod tools;
+
+pub use server::PluginMcpServer;

@@ -14,6 +14,8 @@ Script (stateless: decided from the request alone):
   * last message is a tool result        -> text "E2E_FINAL_ANSWER tool_result=<result>";
   * last user message has "E2E_WRITE path=<abs> content=<TOKEN>"
                                           -> write_file{file_path: <abs>, content: "<TOKEN>\\n"};
+  * last user message has "E2E_CALL name=<tool> args=<JSON without spaces>"
+                                          -> a call of <tool> with those arguments;
   * last user message has "E2E_ASK"       -> text "E2E_CONTEXT_ANSWER";
   * anything else                         -> text "ok".
 
@@ -31,6 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WRITE_RE = re.compile(r"E2E_WRITE path=(\S+) content=(\S+)")
+CALL_RE = re.compile(r"E2E_CALL name=(\S+) args=(\S+)")
 MAIN_PREFIX = "You are Qwen Code"
 
 
@@ -74,6 +77,14 @@ def decide(body):
             return {"kind": "tool_call", "name": "write_file",
                     "args": {"file_path": m.group(1), "content": m.group(2) + "\n"},
                     "path": m.group(1), "token": m.group(2)}, info
+        m = CALL_RE.search(last_user_text)
+        if m:
+            try:
+                args = json.loads(m.group(2))
+            except ValueError:
+                args = {"unparsed": m.group(2)}
+            return {"kind": "tool_call", "name": m.group(1), "args": args,
+                    "why": "call"}, info
         if "E2E_ASK" in last_user_text:
             return {"kind": "text", "text": "E2E_CONTEXT_ANSWER", "why": "ask"}, info
     return {"kind": "text", "text": "ok", "why": "unscripted"}, info

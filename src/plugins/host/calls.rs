@@ -200,6 +200,12 @@ pub(crate) async fn call_tool(
         .await
         .map_err(|_| timeout_error(plugin_id, tool, timeout, "it was still starting"))??;
     let rx = inst.expect(&request_id);
+    // A caller that drops this future (an MCP client's cancellation) gives
+    // the request up: its late reply is counted as late, nothing waits.
+    let _abandon = AbandonOnDrop {
+        inst: &inst,
+        request_id: &request_id,
+    };
     let outcome = tokio::select! {
         // A reply that arrived wins over an exit seen at the same time.
         biased;
@@ -272,6 +278,18 @@ pub(crate) async fn call_tool(
             };
             Err(timeout_error(plugin_id, tool, timeout, &what))
         }
+    }
+}
+
+/// Abandons a pending request when dropped (a no-op once it was answered).
+struct AbandonOnDrop<'a> {
+    inst: &'a Instance,
+    request_id: &'a str,
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        self.inst.abandon(self.request_id);
     }
 }
 

@@ -368,6 +368,17 @@ impl PluginEvent {
 
 pub type EventSink = dyn Fn(PluginEvent) + Send + Sync;
 
+/// An observer inside the library (the plugin MCP server), told of every
+/// [`PluginEvent`] as the embedder's sink is, and of every change of the
+/// installed plugins or their enabled state. Held weakly: dropping the
+/// observer unregisters it. Called from library threads, never under a lock.
+pub trait HostListener: Send + Sync {
+    fn event(&self, event: &PluginEvent);
+    /// `reload`, `enable` or `disable` ran: the installed plugins or their
+    /// enabled flags may have changed.
+    fn plugins_changed(&self);
+}
+
 /// One installed plugin as the store knows it.
 #[derive(Clone)]
 pub struct StoredPlugin {
@@ -517,6 +528,7 @@ pub(crate) struct Shared {
     store: Arc<dyn PluginStore>,
     plugins: Mutex<HashMap<String, Arc<PluginSlot>>>,
     sink: Slot<EventSink>,
+    listeners: Mutex<Vec<std::sync::Weak<dyn HostListener>>>,
     log: Slot<LogSinkFn>,
     pub capabilities: Mutex<HashMap<String, Arc<CapabilityFn>>>,
     /// Requests waiting for `respond`, with their capability.
@@ -530,8 +542,22 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn emit(&self, event: PluginEvent) {
+        for l in self.listeners() {
+            l.event(&event);
+        }
         if let Some(sink) = self.sink.get() {
             sink(event);
+        }
+    }
+    /// The live listeners (dead ones are dropped from the list).
+    fn listeners(&self) -> Vec<Arc<dyn HostListener>> {
+        let mut list = lock(&self.listeners);
+        list.retain(|w| w.strong_count() > 0);
+        list.iter().filter_map(std::sync::Weak::upgrade).collect()
+    }
+    fn plugins_changed(&self) {
+        for l in self.listeners() {
+            l.plugins_changed();
         }
     }
     pub fn log(&self, level: LogLevel, message: impl FnOnce() -> String) {
@@ -632,6 +658,7 @@ impl PluginHost {
             store,
             plugins: Mutex::new(HashMap::new()),
             sink: Slot::default(),
+            listeners: Mutex::new(Vec::new()),
             log: Slot::default(),
             capabilities: Mutex::new(HashMap::new()),
             host_requests: Mutex::new(HashMap::new()),
@@ -652,6 +679,17 @@ impl PluginHost {
     /// Receives every [`PluginEvent`] (from library threads; never under a lock).
     pub fn set_event_sink(&self, sink: Option<Arc<EventSink>>) {
         self.shared.sink.set(sink);
+    }
+
+    /// Adds an in-library observer (see [`HostListener`]); it stays until
+    /// dropped.
+    pub fn add_listener(&self, listener: std::sync::Weak<dyn HostListener>) {
+        lock(&self.shared.listeners).push(listener);
+    }
+
+    /// `context.cwd` of calls that name none (`workspaceRoot`; may be empty).
+    pub fn workspace_root(&self) -> String {
+        self.shared.settings.workspace_root.clone()
     }
 
     /// Receives log lines (from library threads; never under a lock).
@@ -756,6 +794,7 @@ impl PluginHost {
             }
         }
         self.unload_slots(to_unload);
+        self.shared.plugins_changed();
         Ok(())
     }
 
@@ -883,6 +922,7 @@ impl PluginHost {
         lock(&slot.entry).enabled = true;
         lock(&slot.breaker).take();
         lock(&slot.crashes).clear();
+        self.shared.plugins_changed();
         Ok(())
     }
 
@@ -892,6 +932,7 @@ impl PluginHost {
         self.shared.store.set_enabled(id, false)?;
         lock(&slot.entry).enabled = false;
         self.unload_slots(vec![slot]);
+        self.shared.plugins_changed();
         Ok(())
     }
 

@@ -1,0 +1,783 @@
+//! The plugin host's MCP server: every enabled plugin's model-visible tools
+//! as MCP tools, for Qwen Code (reached through the `qc-mcp-bridge` stdio
+//! bridge, see `docs/mcp-registration.md`).
+//!
+//! - **Transport and security**: rmcp's streamable HTTP on `127.0.0.1:<random
+//!   port>/mcp` through [`crate::loopback::serve`], with the IDE server's
+//!   checks ([`crate::loopback::guard::check`]: every `Origin` refused, a
+//!   loopback `Host` on our port, `Authorization: Bearer <token>` compared in
+//!   constant time, capped bodies), the connection limits of
+//!   [`crate::loopback::Limits`] and the session lifecycle of
+//!   [`crate::loopback::sessions`] (stream-less sessions reaped after a
+//!   grace, their number bounded).
+//! - **Discovery**: while running, `<qwen_home>/companion/plugins-mcp/<pid>.lock`
+//!   (directory 0700, file 0600, written atomically) holds `{port,
+//!   authToken, pid, workspacePaths, serverName, version}`; it is removed on
+//!   stop. One server per process and lock directory.
+//! - **`tools/list`**: built from the manifests alone (no plugin is started
+//!   to list), see [`super::tools::listing`]; it always holds the built-in
+//!   read-only [`super::tools::STATUS_TOOL`].
+//! - **Live**: on `reload`/`enable`/`disable` and when the crash-loop breaker
+//!   disables a plugin, live sessions get `notifications/tools/list_changed`
+//!   (only when the listed tools really changed). A call to a tool that is
+//!   no longer listed is an `isError` result at once.
+//! - **`tools/call`**: the host validates the arguments against the tool's
+//!   schema (a failure is an `isError` result with the schema errors;
+//!   nothing is spawned). `context.cwd` is the first root of the session's
+//!   `roots/list` when the client declared the `roots` capability (asked
+//!   once per session, cached, asked again after
+//!   `notifications/roots/list_changed`), else the host's workspace root.
+//!   Each `ui_push` of the called plugin during the call is sent as
+//!   `notifications/progress` when the request carried a `progressToken`
+//!   (it also resets the CLI's request timeout). `notifications/cancelled`
+//!   ends the call: the host gives the request up.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::Router;
+use futures_util::StreamExt;
+use once_cell::sync::Lazy;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::naming::SERVER_NAME;
+use super::tools;
+use crate::dispatch::Dispatcher;
+use crate::error::{Error, Result, Status};
+use crate::host::{LogFn, LogLevel, Logger};
+use crate::loopback::guard::{self, OriginPolicy, Policy};
+use crate::loopback::resume::McpSessions;
+use crate::loopback::sessions::{Lifecycle, Sessions};
+use crate::loopback::{self, LimitsConfig};
+use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
+use crate::runtime::{self, RuntimeRef};
+use crate::shared::fs::{self, AtomicWrite};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// How long a `roots/list` question may take before the call goes on with
+/// the workspace root.
+const ROOTS_TIMEOUT: Duration = Duration::from_secs(5);
+/// `ui_push`es waiting to be sent as progress, per call (more are dropped).
+const PROGRESS_QUEUE: usize = 64;
+
+/// Lock files in use by servers of this process.
+static LOCKS_IN_USE: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Server configuration (a JSON object; every field optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Absolute workspace folders written to the lock file (the bridge
+    /// prefers the server whose folders contain its working directory).
+    /// Default: the plugin host's workspace root, if any.
+    #[serde(default)]
+    pub workspace_paths: Vec<String>,
+    /// Directory of the lock file (default `<qwen_home>/companion/plugins-mcp`).
+    #[serde(default)]
+    pub lock_dir: Option<PathBuf>,
+    /// Largest accepted request body in bytes (default 16 MiB; at least 1024).
+    #[serde(default)]
+    pub max_body_bytes: Option<usize>,
+    /// Interval of SSE keep-alive comments, ms (default 15000; 10 ..= 30000).
+    #[serde(default)]
+    pub keep_alive_ms: Option<u64>,
+    /// Connection limits and timeouts (see `loopback`).
+    #[serde(default)]
+    pub http: Option<LimitsConfig>,
+    /// How long a session without a stream and without requests is kept, ms
+    /// (default 30000; 1000 ..= 3600000).
+    #[serde(default)]
+    pub session_grace_ms: Option<u64>,
+    /// Most MCP sessions kept at once (default 64; 1 ..= 4096).
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+}
+
+impl Config {
+    /// Parses the JSON configuration (`None` or empty = defaults).
+    pub fn from_json(json: Option<&str>) -> Result<Config> {
+        match json.map(str::trim) {
+            None | Some("") => Ok(Config::default()),
+            Some(s) => serde_json::from_str(s)
+                .map_err(|e| Error::invalid_json(format!("invalid plugin MCP server config: {e}"))),
+        }
+    }
+}
+
+/// The default lock directory: `<qwen_home>/companion/plugins-mcp`.
+pub fn default_lock_dir() -> Result<PathBuf> {
+    Ok(fs::qwen_home()?.join("companion").join("plugins-mcp"))
+}
+
+/// Per-session data: the client's peer (for notifications) and the cached
+/// first root (`Some(None)`: asked, no usable root).
+#[derive(Default)]
+struct SessionData {
+    peer: Option<Peer<RoleServer>>,
+    root: Option<Option<String>>,
+}
+
+/// State shared by the guard, the handler and the host listener.
+struct ServerState {
+    host: Arc<PluginHost>,
+    logger: Arc<Logger>,
+    policy: Policy,
+    sessions: Arc<Sessions<SessionData>>,
+    rt: tokio::runtime::Handle,
+    /// Calls in progress: their plugin id and where its `ui_push`es go.
+    calls: Mutex<HashMap<u64, (String, mpsc::Sender<PluginEvent>)>>,
+    next_call: AtomicU64,
+    /// The names last listed (to send `list_changed` only on a change).
+    last_listed: Mutex<Vec<String>>,
+}
+
+impl ServerState {
+    /// The current listing; `log` reports each tool left out (done for
+    /// `tools/list` only, so calls and change checks do not repeat it).
+    fn listing_logged(&self, log: bool) -> tools::Listing {
+        tools::listing(&self.host, |plugin, tool, why| {
+            if log {
+                self.logger
+                    .warn(|| format!("tool {tool} of plugin {plugin} is not listed: {why}"));
+            }
+        })
+    }
+
+    fn listing(&self) -> tools::Listing {
+        self.listing_logged(false)
+    }
+
+    fn names(listing: &tools::Listing) -> Vec<String> {
+        listing
+            .tools
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap_or_default())
+            .collect()
+    }
+
+    /// Sends `notifications/tools/list_changed` to every live session when
+    /// the listed tools changed since the last listing or notification.
+    fn tools_maybe_changed(&self) {
+        let now = Self::names(&self.listing());
+        {
+            let mut last = lock(&self.last_listed);
+            if *last == now {
+                return;
+            }
+            *last = now;
+        }
+        let peers: Vec<Peer<RoleServer>> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|e| !e.life.doomed)
+            .filter_map(|e| e.data.peer.clone())
+            .collect();
+        self.logger
+            .info(|| format!("plugin tools changed: telling {} session(s)", peers.len()));
+        for peer in peers {
+            self.rt.spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+}
+
+/// Forwards host events to the server (held weakly by the host).
+struct Listener(Weak<ServerState>);
+
+impl HostListener for Listener {
+    fn event(&self, event: &PluginEvent) {
+        let Some(state) = self.0.upgrade() else {
+            return;
+        };
+        match event {
+            PluginEvent::UiPush { plugin, .. } => {
+                for (p, tx) in lock(&state.calls).values() {
+                    if p == plugin {
+                        // Full (a flood, a slow client): this update is
+                        // dropped; progress is advisory.
+                        let _ = tx.try_send(event.clone());
+                    }
+                }
+            }
+            PluginEvent::Disabled { .. } => state.tools_maybe_changed(),
+            _ => {}
+        }
+    }
+    fn plugins_changed(&self) {
+        if let Some(state) = self.0.upgrade() {
+            state.tools_maybe_changed();
+        }
+    }
+}
+
+struct Running {
+    runtime: Arc<RuntimeRef>,
+    port: u16,
+    token: String,
+    lock_path: PathBuf,
+    cancel: CancellationToken,
+    server: loopback::Server,
+    manager: Arc<McpSessions>,
+    // Keeps the host listener alive.
+    _listener: Arc<Listener>,
+}
+
+/// The plugin MCP server. Dropping it stops it.
+pub struct PluginMcpServer {
+    state: Arc<ServerState>,
+    dispatcher: Arc<Dispatcher>,
+    running: Mutex<Option<Running>>,
+}
+
+struct LockClaim(PathBuf);
+
+impl LockClaim {
+    fn new(path: &Path) -> Result<LockClaim> {
+        if !lock(&LOCKS_IN_USE).insert(path.to_path_buf()) {
+            return Err(Error::new(
+                Status::AlreadyRunning,
+                format!(
+                    "a plugin MCP server of this process already uses {}",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(LockClaim(path.to_path_buf()))
+    }
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for LockClaim {
+    fn drop(&mut self) {
+        lock(&LOCKS_IN_USE).remove(&self.0);
+    }
+}
+
+impl PluginMcpServer {
+    /// Binds `127.0.0.1` on a free port, serves `/mcp` and writes the lock
+    /// file. On any failure nothing is left running and no lock file exists.
+    pub fn start(host: Arc<PluginHost>, config: Config) -> Result<PluginMcpServer> {
+        let mut workspace_paths = config.workspace_paths.clone();
+        if workspace_paths.is_empty() && !host.workspace_root().is_empty() {
+            workspace_paths.push(host.workspace_root());
+        }
+        for p in &workspace_paths {
+            if !Path::new(p).is_absolute() || p.contains('\0') {
+                return Err(Error::invalid_argument(format!(
+                    "workspace path {p:?} is not an absolute path"
+                )));
+            }
+        }
+        let keep_alive = Duration::from_millis(config.keep_alive_ms.unwrap_or(15_000));
+        if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
+            return Err(Error::invalid_argument(
+                "keepAliveMs must be between 10 and 30000",
+            ));
+        }
+        let limits = config.http.clone().unwrap_or_default().limits()?;
+        let mut lifecycle = Lifecycle::default();
+        if let Some(ms) = config.session_grace_ms {
+            if !(1000..=3_600_000).contains(&ms) {
+                return Err(Error::invalid_argument(
+                    "sessionGraceMs must be between 1000 and 3600000",
+                ));
+            }
+            lifecycle.grace = Duration::from_millis(ms);
+        }
+        if let Some(n) = config.max_sessions {
+            if !(1..=4096).contains(&n) {
+                return Err(Error::invalid_argument(
+                    "maxSessions must be between 1 and 4096",
+                ));
+            }
+            lifecycle.max_sessions = n;
+        }
+        let max_body_bytes = config
+            .max_body_bytes
+            .unwrap_or(DEFAULT_MAX_BODY_BYTES)
+            .max(1024);
+        let lock_dir = match &config.lock_dir {
+            Some(d) => fs::absolute(d),
+            None => default_lock_dir()?,
+        };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() } as u32;
+        let lock_path = lock_dir.join(format!("{pid}.lock"));
+        let claim = LockClaim::new(&lock_path)?;
+        let token = crate::shared::rand::random_hex(32)?;
+        let (std_listener, port) = loopback::bind_loopback()?;
+        let dispatcher = Arc::new(
+            Dispatcher::new("qc-cb")
+                .map_err(|e| Error::io("cannot start the callback thread", e))?,
+        );
+        let logger = Arc::new(Logger::new(dispatcher.clone()));
+        let rt = runtime::acquire()?;
+        let handle = rt.handle().clone();
+        let _enter = handle.enter();
+        let sessions = Arc::new(Sessions::new(lifecycle));
+        let state = Arc::new(ServerState {
+            host: host.clone(),
+            logger: logger.clone(),
+            policy: Policy {
+                token: token.clone(),
+                port,
+                origin: OriginPolicy::RefuseAll,
+                max_body_bytes,
+            },
+            sessions: sessions.clone(),
+            rt: handle.clone(),
+            calls: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(1),
+            last_listed: Mutex::new(Vec::new()),
+        });
+        *lock(&state.last_listed) = ServerState::names(&state.listing());
+        let cancel = CancellationToken::new();
+        let mut manager = McpSessions::default();
+        // Our reaper closes sessions (rmcp's inactivity timer would cut a
+        // healthy stream-less client between two calls).
+        manager.0.session_config.keep_alive = None;
+        let manager = Arc::new(manager);
+        let app = router(
+            state.clone(),
+            manager.clone(),
+            cancel.child_token(),
+            keep_alive,
+        );
+        let server = loopback::serve(std_listener, app, limits, logger.clone())?;
+        let contents = json!({
+            "port": port,
+            "authToken": token,
+            "pid": pid,
+            "workspacePaths": workspace_paths,
+            "serverName": SERVER_NAME,
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        let written = fs::ensure_private_dir(&lock_dir).and_then(|()| {
+            let bytes = serde_json::to_vec_pretty(&contents)
+                .map_err(|e| Error::new(Status::Internal, format!("serialise lock file: {e}")))?;
+            fs::write_atomic(&lock_path, &bytes, AtomicWrite::PRIVATE)
+        });
+        if let Err(e) = written {
+            cancel.cancel();
+            server.abort();
+            return Err(e);
+        }
+        claim.keep();
+        handle.spawn(loopback::sessions::reap_loop(
+            sessions,
+            manager.clone(),
+            cancel.clone(),
+            logger.clone(),
+            |_| false,
+            |_, _| {},
+        ));
+        let listener = Arc::new(Listener(Arc::downgrade(&state)));
+        let weak: Weak<dyn HostListener> =
+            Arc::downgrade(&(listener.clone() as Arc<dyn HostListener>));
+        host.add_listener(weak);
+        logger.info(|| {
+            format!(
+                "plugin MCP server on 127.0.0.1:{port}, lock file {}",
+                lock_path.display()
+            )
+        });
+        drop(_enter);
+        Ok(PluginMcpServer {
+            state,
+            dispatcher,
+            running: Mutex::new(Some(Running {
+                runtime: rt,
+                port,
+                token,
+                lock_path,
+                cancel,
+                server,
+                manager,
+                _listener: listener,
+            })),
+        })
+    }
+
+    /// Receives the server's log lines (on its callback thread).
+    pub fn set_log_callback(&self, sink: Option<(LogFn, LogLevel)>) {
+        self.state.logger.set(sink);
+    }
+
+    fn running<T>(&self, f: impl FnOnce(&Running) -> T) -> Result<T> {
+        lock(&self.running)
+            .as_ref()
+            .map(f)
+            .ok_or_else(Error::not_running)
+    }
+
+    pub fn port(&self) -> Result<u16> {
+        self.running(|r| r.port)
+    }
+
+    /// The bearer token clients must present (also in the lock file).
+    pub fn auth_token(&self) -> Result<String> {
+        self.running(|r| r.token.clone())
+    }
+
+    pub fn lock_file_path(&self) -> Result<PathBuf> {
+        self.running(|r| r.lock_path.clone())
+    }
+
+    /// Number of MCP sessions known to the server.
+    pub fn session_count(&self) -> usize {
+        self.state.sessions.len()
+    }
+
+    /// The `tools/list` result the server would give now.
+    pub fn tools(&self) -> Vec<Value> {
+        self.state.listing().tools
+    }
+
+    /// Removes the lock file, closes every session and stops the server.
+    pub fn stop(&self) -> Result<()> {
+        let Some(r) = lock(&self.running).take() else {
+            return Err(Error::not_running());
+        };
+        let removed = fs::remove_file_if_exists(&r.lock_path);
+        lock(&LOCKS_IN_USE).remove(&r.lock_path);
+        r.cancel.cancel();
+        self.state.sessions.clear();
+        lock(&self.state.calls).clear();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            r.server.abort();
+        } else {
+            let (server, manager) = (r.server, r.manager.clone());
+            r.runtime.handle().block_on(async move {
+                loopback::sessions::close_all(&manager).await;
+                server.shutdown(Duration::from_secs(2)).await;
+            });
+        }
+        self.state
+            .logger
+            .info(|| format!("stopped (port {})", r.port));
+        drop(r.runtime);
+        removed
+    }
+
+    pub fn is_running(&self) -> bool {
+        lock(&self.running).is_some()
+    }
+}
+
+impl Drop for PluginMcpServer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+        self.state.logger.set(None);
+        self.dispatcher.shutdown();
+    }
+}
+
+fn router(
+    state: Arc<ServerState>,
+    manager: Arc<McpSessions>,
+    cancel: CancellationToken,
+    keep_alive: Duration,
+) -> Router {
+    let handler_state = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(keep_alive))
+        .with_cancellation_token(cancel)
+        .with_max_request_body_bytes(state.policy.max_body_bytes)
+        // Host and Origin are checked by `guard::check`.
+        .disable_allowed_hosts();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(PluginsMcp {
+                state: handler_state.clone(),
+            })
+        },
+        manager,
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .fallback(|| async { (StatusCode::NOT_FOUND, "Not Found") })
+        .layer(axum::middleware::from_fn_with_state(state, http_guard))
+}
+
+/// The shared loopback checks, then the session lifecycle: requests seen,
+/// sessions created, GET streams opened and closed.
+async fn http_guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    if let Err(refusal) = guard::check(req.headers(), req.extensions(), &state.policy) {
+        state.logger.warn(|| refusal.describe().into());
+        return refusal.response();
+    }
+    let session = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(sid) = &session {
+        state.sessions.request_seen(sid);
+    }
+    let stream_session =
+        session.filter(|_| req.method() == Method::GET && req.uri().path() == "/mcp");
+    let is_post = req.method() == Method::POST;
+    let response = next.run(req).await;
+    if is_post {
+        if let Some(sid) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            let mut map = state.sessions.lock();
+            state.sessions.entry(&mut map, sid);
+        }
+    }
+    let Some(sid) = stream_session else {
+        return response;
+    };
+    let is_stream = response.status() == StatusCode::OK
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_stream {
+        return response;
+    }
+    let generation = {
+        let mut map = state.sessions.lock();
+        state.sessions.stream_opened(&mut map, &sid)
+    };
+    let closed = StreamClosed {
+        sessions: Arc::downgrade(&state.sessions),
+        sid,
+        generation,
+    };
+    let (parts, body) = response.into_parts();
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _ = &closed;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
+struct StreamClosed {
+    sessions: Weak<Sessions<SessionData>>,
+    sid: String,
+    generation: u64,
+}
+
+impl Drop for StreamClosed {
+    fn drop(&mut self) {
+        if let Some(s) = self.sessions.upgrade() {
+            let mut map = s.lock();
+            s.stream_closed(&mut map, &self.sid, self.generation);
+        }
+    }
+}
+
+fn session_id(ext: &rmcp::model::Extensions) -> Option<&str> {
+    ext.get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get(SESSION_HEADER))
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Removes a call from the table when its handling ends (even by drop).
+struct CallSlot<'a>(&'a ServerState, u64);
+
+impl Drop for CallSlot<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.calls).remove(&self.1);
+    }
+}
+
+#[derive(Clone)]
+struct PluginsMcp {
+    state: Arc<ServerState>,
+}
+
+impl PluginsMcp {
+    /// `context.cwd` for a call of this session: its first root when the
+    /// client declared `roots`, else the host's workspace root. (rmcp marks
+    /// roots deprecated by a later MCP revision; Qwen Code 0.24.4 uses them.)
+    #[allow(deprecated)]
+    async fn cwd(&self, context: &RequestContext<RoleServer>) -> String {
+        let fallback = self.state.host.workspace_root();
+        let declared = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if !declared {
+            return fallback;
+        }
+        let sid = session_id(&context.extensions).map(str::to_string);
+        if let Some(sid) = &sid {
+            if let Some(e) = self.state.sessions.lock().get(sid) {
+                if let Some(cached) = &e.data.root {
+                    return cached.clone().unwrap_or(fallback);
+                }
+            }
+        }
+        let root = match tokio::time::timeout(ROOTS_TIMEOUT, context.peer.list_roots()).await {
+            Ok(Ok(r)) => r.roots.iter().find_map(|r| tools::uri_path(&r.uri)),
+            Ok(Err(e)) => {
+                self.state
+                    .logger
+                    .warn(|| format!("roots/list failed: {e}; using the workspace root"));
+                None
+            }
+            Err(_) => {
+                self.state.logger.warn(|| {
+                    "roots/list was not answered in time; using the workspace root".into()
+                });
+                None
+            }
+        };
+        if let Some(sid) = &sid {
+            let mut map = self.state.sessions.lock();
+            if let Some(e) = map.get_mut(sid) {
+                e.data.root = Some(root.clone());
+            }
+        }
+        root.unwrap_or(fallback)
+    }
+}
+
+impl ServerHandler for PluginsMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, McpError> {
+        let listing = self.state.listing_logged(true);
+        *lock(&self.state.last_listed) = ServerState::names(&listing);
+        Ok(ListToolsResult::with_all_items(listing.rmcp_tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, McpError> {
+        let state = &self.state;
+        let listing = state.listing();
+        let name = request.name.as_ref();
+        if name == tools::STATUS_TOOL {
+            return Ok(CallToolResponse::Complete(tools::status(
+                &state.host,
+                &listing,
+            )));
+        }
+        let Some((plugin, tool)) = listing.lookup(name) else {
+            return Ok(CallToolResponse::Complete(tools::gone(name)));
+        };
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let cwd = self.cwd(&context).await;
+        let progress_token = context.meta.get_progress_token();
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
+        let call_id = state.next_call.fetch_add(1, Ordering::Relaxed);
+        lock(&state.calls).insert(call_id, (plugin.clone(), tx));
+        let _slot = CallSlot(state, call_id);
+        state
+            .logger
+            .debug(|| format!("tools/call {name} → {plugin}/{tool} (cwd {cwd})"));
+        let call = state.host.call_tool_async(
+            &plugin,
+            &tool,
+            args,
+            CallOptions {
+                cwd: Some(cwd.clone()),
+                timeout: None,
+            },
+        );
+        tokio::pin!(call);
+        let mut progress = 0u32;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut call => break Some(r),
+                _ = context.ct.cancelled() => break None,
+                Some(event) = rx.recv() => {
+                    let (Some(token), PluginEvent::UiPush { channel, payload, .. }) =
+                        (&progress_token, &event) else { continue };
+                    progress += 1;
+                    let mut message = format!("{channel}: {payload}");
+                    if message.len() > 1000 {
+                        let mut cut = 1000;
+                        while !message.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        message.truncate(cut);
+                        message.push('…');
+                    }
+                    let param = ProgressNotificationParam::new(token.clone(), progress as f64)
+                        .with_message(message);
+                    let _ = context.peer.notify_progress(param).await;
+                }
+            }
+        };
+        let result = match outcome {
+            Some(Ok(out)) => tools::output(&out, &cwd),
+            Some(Err(e)) => {
+                state.logger.info(|| format!("tools/call {name}: {e}"));
+                tools::call_error(&e)
+            }
+            None => {
+                state
+                    .logger
+                    .info(|| format!("tools/call {name}: cancelled by the client"));
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(sid) = session_id(&context.extensions) else {
+            return;
+        };
+        let mut map = self.state.sessions.lock();
+        self.state.sessions.entry(&mut map, sid).data.peer = Some(context.peer.clone());
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        if let Some(sid) = session_id(&context.extensions) {
+            if let Some(e) = self.state.sessions.lock().get_mut(sid) {
+                e.data.root = None;
+            }
+        }
+    }
+}
