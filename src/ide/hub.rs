@@ -275,6 +275,21 @@ impl Hub {
     }
 }
 
+impl crate::loopback::mcp::SessionEvents for Hub {
+    fn request_seen(&self, sid: &str) {
+        Hub::request_seen(self, sid)
+    }
+    fn created(&self, sid: &str) {
+        self.session_created(sid)
+    }
+    fn stream_opened(&self, sid: &str) -> u64 {
+        Hub::stream_opened(self, sid)
+    }
+    fn stream_closed(&self, sid: &str, generation: u64) {
+        Hub::stream_closed(self, sid, generation)
+    }
+}
+
 /// Whether a session's transport is gone (for the reaper).
 pub fn session_dead(s: &IdeSession) -> bool {
     s.peer.as_ref().is_some_and(|p| p.is_transport_closed())

@@ -216,12 +216,7 @@ impl Settings {
                 "debounceMs must be <= 10000 and maxWaitMs <= 60000",
             ));
         }
-        let keep_alive = Duration::from_millis(c.keep_alive_ms.unwrap_or(15_000));
-        if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
-            return Err(Error::invalid_argument(
-                "keepAliveMs must be between 10 and 30000",
-            ));
-        }
+        let keep_alive = loopback::keep_alive_from_ms(c.keep_alive_ms)?;
         let request_timeout = Duration::from_millis(c.request_timeout_ms.unwrap_or(30_000));
         if request_timeout < Duration::from_millis(100)
             || request_timeout > Duration::from_secs(600)
@@ -231,23 +226,7 @@ impl Settings {
             ));
         }
         let limits = c.http.unwrap_or_default().limits()?;
-        let mut lifecycle = Lifecycle::default();
-        if let Some(ms) = c.session_grace_ms {
-            if !(1000..=3_600_000).contains(&ms) {
-                return Err(Error::invalid_argument(
-                    "sessionGraceMs must be between 1000 and 3600000",
-                ));
-            }
-            lifecycle.grace = Duration::from_millis(ms);
-        }
-        if let Some(n) = c.max_sessions {
-            if !(1..=4096).contains(&n) {
-                return Err(Error::invalid_argument(
-                    "maxSessions must be between 1 and 4096",
-                ));
-            }
-            lifecycle.max_sessions = n;
-        }
+        let lifecycle = Lifecycle::from_config(c.session_grace_ms, c.max_sessions)?;
         let stalled_client = Duration::from_millis(c.stalled_client_ms.unwrap_or(30_000));
         if stalled_client < Duration::from_millis(100) || stalled_client > Duration::from_secs(600)
         {

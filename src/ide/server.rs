@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
-use futures_util::StreamExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -24,10 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::{Hub, Notification};
 use super::{HostRequest, Inner};
-use crate::loopback::guard::{self, Policy};
+use crate::loopback::guard::Policy;
+use crate::loopback::mcp::{self, SESSION_HEADER};
 use crate::loopback::resume::McpSessions;
-
-const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Per-server state shared by the HTTP guard and the MCP handler.
 pub struct ServerState {
@@ -66,77 +63,10 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(state, guard))
 }
 
-/// Checks every request with the shared loopback rules (no `Origin`, an
-/// allowed `Host`, the bearer token, the body cap); then keeps the session
-/// lifecycle informed: requests seen, sessions created, GET streams opened
-/// and closed.
+/// Checks every request with the shared loopback rules and keeps the hub
+/// informed of the session lifecycle ([`crate::loopback::mcp`]).
 async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    if let Err(refusal) = guard::check(req.headers(), req.extensions(), &state.policy) {
-        state.inner.logger.warn(|| refusal.describe().into());
-        return refusal.response();
-    }
-    let session = req
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    if let Some(sid) = &session {
-        state.hub.request_seen(sid);
-    }
-    let stream_session =
-        session.filter(|_| req.method() == Method::GET && req.uri().path() == "/mcp");
-    let is_post = req.method() == Method::POST;
-    let response = next.run(req).await;
-    if is_post {
-        // A new session (initialize answered): known to the hub from now on,
-        // so diff results broadcast before its stream opens wait for it.
-        if let Some(sid) = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-        {
-            state.hub.session_created(sid);
-        }
-    }
-    let Some(session_id) = stream_session else {
-        return response;
-    };
-    let is_stream = response.status() == StatusCode::OK
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_stream {
-        return response;
-    }
-    let generation = state.hub.stream_opened(&session_id);
-    let closed = StreamClosed {
-        hub: Arc::downgrade(&state.hub),
-        session_id,
-        generation,
-    };
-    let (parts, body) = response.into_parts();
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _ = &closed;
-        chunk
-    }));
-    Response::from_parts(parts, body)
-}
-
-/// Tells the hub when a GET stream's body is dropped (client gone or server stopping).
-struct StreamClosed {
-    hub: std::sync::Weak<Hub>,
-    session_id: String,
-    generation: u64,
-}
-
-impl Drop for StreamClosed {
-    fn drop(&mut self) {
-        if let Some(hub) = self.hub.upgrade() {
-            hub.stream_closed(&self.session_id, self.generation);
-        }
-    }
+    mcp::guard_and_track(&state.policy, &state.inner.logger, &state.hub, req, next).await
 }
 
 /// Counts a tool call in progress for the duration of its handling.

@@ -32,6 +32,7 @@
 //! number is bounded).
 
 pub mod guard;
+pub mod mcp;
 pub mod resume;
 pub mod sessions;
 
@@ -136,6 +137,18 @@ impl LimitsConfig {
             )?,
         })
     }
+}
+
+/// The SSE keep-alive interval from a server's `keepAliveMs` (10 ..= 30000,
+/// default 15000): the CLI drops a stream silent for 300 s.
+pub fn keep_alive_from_ms(ms: Option<u64>) -> Result<Duration> {
+    let keep_alive = Duration::from_millis(ms.unwrap_or(15_000));
+    if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
+        return Err(Error::invalid_argument(
+            "keepAliveMs must be between 10 and 30000",
+        ));
+    }
+    Ok(keep_alive)
 }
 
 /// Attached to every request (as an extension): lets the guard mark the

@@ -36,6 +36,31 @@ pub struct Lifecycle {
     pub max_sessions: usize,
 }
 
+impl Lifecycle {
+    /// From a server's config (`sessionGraceMs`: 1000 ..= 3600000,
+    /// `maxSessions`: 1 ..= 4096; absent = the defaults).
+    pub fn from_config(grace_ms: Option<u64>, max_sessions: Option<usize>) -> crate::Result<Self> {
+        let mut l = Lifecycle::default();
+        if let Some(ms) = grace_ms {
+            if !(1000..=3_600_000).contains(&ms) {
+                return Err(crate::Error::invalid_argument(
+                    "sessionGraceMs must be between 1000 and 3600000",
+                ));
+            }
+            l.grace = Duration::from_millis(ms);
+        }
+        if let Some(n) = max_sessions {
+            if !(1..=4096).contains(&n) {
+                return Err(crate::Error::invalid_argument(
+                    "maxSessions must be between 1 and 4096",
+                ));
+            }
+            l.max_sessions = n;
+        }
+        Ok(l)
+    }
+}
+
 impl Default for Lifecycle {
     fn default() -> Self {
         Lifecycle {

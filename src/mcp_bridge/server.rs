@@ -38,13 +38,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
-use futures_util::StreamExt;
 use once_cell::sync::Lazy;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
@@ -63,7 +61,7 @@ use super::tools;
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger};
-use crate::loopback::guard::{self, OriginPolicy, Policy};
+use crate::loopback::guard::{OriginPolicy, Policy};
 use crate::loopback::resume::McpSessions;
 use crate::loopback::sessions::{Lifecycle, Sessions};
 use crate::loopback::{self, LimitsConfig};
@@ -71,7 +69,7 @@ use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
 use crate::runtime::{self, RuntimeRef};
 use crate::shared::fs::{self, AtomicWrite};
 
-const SESSION_HEADER: &str = "mcp-session-id";
+use crate::loopback::mcp::{self, SESSION_HEADER};
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long a `roots/list` question may take before the call goes on with
 /// the workspace root.
@@ -295,30 +293,9 @@ impl PluginMcpServer {
                 )));
             }
         }
-        let keep_alive = Duration::from_millis(config.keep_alive_ms.unwrap_or(15_000));
-        if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
-            return Err(Error::invalid_argument(
-                "keepAliveMs must be between 10 and 30000",
-            ));
-        }
+        let keep_alive = crate::loopback::keep_alive_from_ms(config.keep_alive_ms)?;
         let limits = config.http.clone().unwrap_or_default().limits()?;
-        let mut lifecycle = Lifecycle::default();
-        if let Some(ms) = config.session_grace_ms {
-            if !(1000..=3_600_000).contains(&ms) {
-                return Err(Error::invalid_argument(
-                    "sessionGraceMs must be between 1000 and 3600000",
-                ));
-            }
-            lifecycle.grace = Duration::from_millis(ms);
-        }
-        if let Some(n) = config.max_sessions {
-            if !(1..=4096).contains(&n) {
-                return Err(Error::invalid_argument(
-                    "maxSessions must be between 1 and 4096",
-                ));
-            }
-            lifecycle.max_sessions = n;
-        }
+        let lifecycle = Lifecycle::from_config(config.session_grace_ms, config.max_sessions)?;
         let max_body_bytes = config
             .max_body_bytes
             .unwrap_or(DEFAULT_MAX_BODY_BYTES)
@@ -527,77 +504,10 @@ fn router(
         .layer(axum::middleware::from_fn_with_state(state, http_guard))
 }
 
-/// The shared loopback checks, then the session lifecycle: requests seen,
-/// sessions created, GET streams opened and closed.
+/// The shared loopback checks and the session lifecycle
+/// ([`crate::loopback::mcp`]).
 async fn http_guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    if let Err(refusal) = guard::check(req.headers(), req.extensions(), &state.policy) {
-        state.logger.warn(|| refusal.describe().into());
-        return refusal.response();
-    }
-    let session = req
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    if let Some(sid) = &session {
-        state.sessions.request_seen(sid);
-    }
-    let stream_session =
-        session.filter(|_| req.method() == Method::GET && req.uri().path() == "/mcp");
-    let is_post = req.method() == Method::POST;
-    let response = next.run(req).await;
-    if is_post {
-        if let Some(sid) = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-        {
-            let mut map = state.sessions.lock();
-            state.sessions.entry(&mut map, sid);
-        }
-    }
-    let Some(sid) = stream_session else {
-        return response;
-    };
-    let is_stream = response.status() == StatusCode::OK
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_stream {
-        return response;
-    }
-    let generation = {
-        let mut map = state.sessions.lock();
-        state.sessions.stream_opened(&mut map, &sid)
-    };
-    let closed = StreamClosed {
-        sessions: Arc::downgrade(&state.sessions),
-        sid,
-        generation,
-    };
-    let (parts, body) = response.into_parts();
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _ = &closed;
-        chunk
-    }));
-    Response::from_parts(parts, body)
-}
-
-struct StreamClosed {
-    sessions: Weak<Sessions<SessionData>>,
-    sid: String,
-    generation: u64,
-}
-
-impl Drop for StreamClosed {
-    fn drop(&mut self) {
-        if let Some(s) = self.sessions.upgrade() {
-            let mut map = s.lock();
-            s.stream_closed(&mut map, &self.sid, self.generation);
-        }
-    }
+    mcp::guard_and_track(&state.policy, &state.logger, &state.sessions, req, next).await
 }
 
 fn session_id(ext: &rmcp::model::Extensions) -> Option<&str> {

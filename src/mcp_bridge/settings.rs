@@ -363,7 +363,7 @@ pub fn edit_text(original: &str, name: &str, entry: Option<&Value>) -> Result<Ed
         (Some(other), _) => {
             return Err(Error::invalid_json(format!(
                 "\"mcpServers\" is {}, not an object; fix it by hand (it was left untouched)",
-                kind(other)
+                crate::shared::json::kind(other)
             )))
         }
         (None, None) => return Ok(unchanged(Change::Absent, 0)),
@@ -450,17 +450,6 @@ pub fn edit_text(original: &str, name: &str, entry: Option<&Value>) -> Result<Ed
         change,
         servers_left,
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// jsonc-parser options accepting exactly what Qwen accepts: comments, and

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 mod parse;
-pub(crate) use parse::json_kind;
 pub use parse::*;
 
 #[cfg(test)]

@@ -4,4 +4,5 @@
 //! One copy here; the parts call it instead of keeping their own.
 
 pub mod fs;
+pub mod json;
 pub mod rand;

@@ -321,7 +321,7 @@ fn tool_result(msg: &Value) -> Reply {
     }
 }
 
-pub(crate) use crate::plugins::manifest::json_kind as kind_of;
+pub(crate) use crate::shared::json::kind as kind_of;
 
 fn tool_error(msg: &Value) -> Reply {
     let text = match msg.get("message") {

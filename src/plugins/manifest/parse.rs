@@ -300,17 +300,7 @@ fn at(base: &str, i: usize) -> String {
     format!("{base}/{i}")
 }
 
-/// How a JSON value is named in messages ("a string", "an array", …).
-pub(crate) fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use crate::shared::json::kind as json_kind;
 
 #[derive(Default)]
 struct Cx {
