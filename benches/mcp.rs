@@ -16,9 +16,11 @@
 //!
 //! To see what a round trip is made of, the same run also measures, on the same sessions, MCP
 //! `ping` (HTTP + MCP stack, no plugin) and, for ours, the in-process `PluginHost::call_tool`
-//! (the plugin hop alone, no HTTP).
+//! (the plugin hop alone, no HTTP), and the same client's `tools/call` against a floor: a bare
+//! keep-alive HTTP/1.1 server on std::net that echoes at once (`benches/mcp/floor.rs`; the
+//! loopback round trip and the client's own work).
 //!
-//! Everything runs in `QC_MBENCH_ROUNDS` interleaved rounds (sdk, ours, ours in-process; each
+//! Everything runs in `QC_MBENCH_ROUNDS` interleaved rounds (sdk, floor, ours, ours in-process; each
 //! round a fresh MCP session with its own warm-up) so a change of the machine's load hits every
 //! side alike.
 //!
@@ -51,6 +53,9 @@ use common::*;
 #[path = "mcp/client.rs"]
 mod client;
 use client::Session;
+
+#[path = "mcp/floor.rs"]
+mod floor;
 
 /// The MCP name of the echo plugin's tool: the last label of its id `bench.echo`, `_`, `echo`.
 const TOOL: &str = "echo_echo";
@@ -363,6 +368,14 @@ fn main() {
     let per_round = calls.div_ceil(rounds);
     let pings_per_round = pings.div_ceil(rounds);
     let (mut ours_s, mut sdk_s, mut direct) = (Samples::default(), Samples::default(), Vec::new());
+    let mut floor_s = Samples::default();
+    let floor = match floor::Floor::start(TOOL) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            problems.push(format!("floor: {e}"));
+            None
+        }
+    };
     for round in 0..rounds {
         if let Some(s) = &sdk {
             if let Err(e) = http_round(
@@ -374,6 +387,11 @@ fn main() {
                 &mut sdk_s,
             ) {
                 problems.push(format!("sdk round {round}: {e}"));
+            }
+        }
+        if let Some(f) = &floor {
+            if let Err(e) = http_round(f.port, &f.token, warmup, per_round, 0, &mut floor_s) {
+                problems.push(format!("floor round {round}: {e}"));
             }
         }
         if let Some(o) = &ours {
@@ -401,12 +419,14 @@ fn main() {
     }
     drop(sdk);
     drop(ours);
+    drop(floor);
 
     let st = |v: &Vec<f64>| stats(v.clone());
     let (o_msg, s_msg) = (st(&ours_s.call_msg), st(&sdk_s.call_msg));
     let (o_end, s_end) = (st(&ours_s.call_end), st(&sdk_s.call_end));
     let (o_ping, s_ping) = (st(&ours_s.ping), st(&sdk_s.ping));
     let o_direct = st(&direct);
+    let floor_msg = st(&floor_s.call_msg);
     let p50 = |s: &Option<Stats>| s.as_ref().map(|s| s.p50);
     let p99 = |s: &Option<Stats>| s.as_ref().map(|s| s.p99);
 
@@ -445,6 +465,16 @@ fn main() {
     row(
         "  in-process host call (plugin hop) p99",
         p99(&o_direct),
+        None,
+    );
+    row(
+        "  floor: bare HTTP server, same client p50",
+        p50(&floor_msg),
+        None,
+    );
+    row(
+        "  floor: bare HTTP server, same client p99",
+        p99(&floor_msg),
         None,
     );
     println!(
