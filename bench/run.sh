@@ -4,10 +4,12 @@
 #   benches/ide.rs       IDE companion vs bench/node-baseline (express + MCP SDK)
 #   benches/sessions.rs  cross-session messaging vs bench/sdk-baseline (@qwen-code/sdk PeerEndpoint)
 #   benches/plugins.rs   plugin host vs bench/plugins-baseline (plain child_process.fork; no npm deps)
+#   benches/mcp.rs       plugin tools over MCP (PluginMcpServer) vs bench/mcp-baseline
+#                        (@modelcontextprotocol/sdk server + child_process.fork of the same plugin)
 #
-#   bench/run.sh                          # all three (~1 min + ~20 s + ~10 s on 2 cores, plus the release build)
-#   QC_BENCH_ONLY=sessions bench/run.sh   # some of them (ide | sessions | plugins)
-#   QC_BENCH_N=500 bench/run.sh           # knobs: see the top of benches/ide.rs, sessions.rs and plugins.rs
+#   bench/run.sh                          # all four (~1 min + ~20 s + ~10 s + ~15 s on 2 cores, plus the release build)
+#   QC_BENCH_ONLY=sessions bench/run.sh   # some of them (ide | sessions | plugins | mcp)
+#   QC_BENCH_N=500 bench/run.sh           # knobs: see the top of benches/ide.rs, sessions.rs, plugins.rs and mcp.rs
 #
 # A missed target is reported, never a failure: the exit code is non-zero only when
 # something could not be built or installed.
@@ -34,7 +36,7 @@ if [ "${QC_BENCH_SKIP_NODE:-0}" != 1 ]; then
     exit 1
   fi
   # npm ci when node_modules is missing or older than the lock file
-  for baseline in "$here/node-baseline" "$here/sdk-baseline"; do
+  for baseline in "$here/node-baseline" "$here/sdk-baseline" "$here/mcp-baseline"; do
     stamp="$baseline/node_modules/.package-lock.json"
     if [ ! -f "$stamp" ] || [ "$baseline/package-lock.json" -nt "$stamp" ]; then
       (cd "$baseline" && npm ci --no-audit --no-fund --loglevel=error)
@@ -43,6 +45,6 @@ if [ "${QC_BENCH_SKIP_NODE:-0}" != 1 ]; then
 fi
 
 cd "$root"
-for bench in ${QC_BENCH_ONLY:-ide sessions plugins}; do
+for bench in ${QC_BENCH_ONLY:-ide sessions plugins mcp}; do
   cargo bench --bench "$bench" "$@"
 done
