@@ -457,6 +457,95 @@ qc_status qc_companion_respond(qc_companion *c,
                                char **error);
 
 /**
+ * Starts the plugin MCP server of `host`: streamable HTTP on
+ * `127.0.0.1:<random port>/mcp` (bearer token, `Host` allow-list, every
+ * `Origin` refused, capped bodies), listing the model-visible tools of the
+ * enabled plugins (from their manifests; nothing is started to list) plus
+ * the built-in `plugins-status`, and writes the lock file
+ * `<qwen home>/companion/plugins-mcp/<pid>.lock` that `qc-mcp-bridge` reads.
+ *
+ * `config_json` (nullable, borrowed) is a JSON object, every field
+ * optional: `workspacePaths` (absolute folders written to the lock file;
+ * default the host's `workspaceRoot`), `lockDir` (default
+ * `<qwen home>/companion/plugins-mcp`), `maxBodyBytes` (16 MiB),
+ * `keepAliveMs` (15000; 10..30000), `http` (the connection limits, as for
+ * `qc_companion_new`), `sessionGraceMs` (30000; 1000..3600000),
+ * `maxSessions` (64; 1..4096). Unknown fields give `QC_INVALID_JSON`,
+ * values out of range `QC_INVALID_ARGUMENT`.
+ *
+ * `QC_ALREADY_RUNNING` when this host's server runs, or another server of
+ * this process uses the same lock file. The server runs until
+ * `qc_plugin_host_mcp_stop` or `qc_plugin_host_free`; on a failure nothing
+ * is left running and no lock file is written.
+ */
+qc_status qc_plugin_host_mcp_start(qc_plugin_host *h, const char *config_json, char **error);
+
+/**
+ * Stops the plugin MCP server of `host`: removes its lock file, closes
+ * every session (a connected `qc-mcp-bridge` exits) and its sockets, and
+ * returns when that is done. `QC_NOT_RUNNING` when it does not run.
+ * `QC_IO` when the lock file could not be removed (the server is stopped
+ * all the same).
+ */
+qc_status qc_plugin_host_mcp_stop(qc_plugin_host *h, char **error);
+
+/**
+ * `*out_json` (owned; free with `qc_string_free`) receives what a client
+ * of the running server needs:
+ * `{"url":"http://127.0.0.1:PORT/mcp","port":PORT,
+ *   "headers":{"Authorization":"Bearer TOKEN"},"env":{},
+ *   "lockFile":PATH,"serverName":"qwen-companion-plugins",
+ *   "tools":[MCP tool names, as `tools/list` gives them now],
+ *   "sessions":N}`.
+ * `env` is always empty: Qwen Code reaches the server through the
+ * `qc-mcp-bridge` entry (`qc_mcp_register`), which reads the lock file, so
+ * a terminal needs no variable. The token is a secret: give it only to a
+ * client you start yourself. `QC_NOT_RUNNING` when the server does not run.
+ */
+qc_status qc_plugin_host_mcp_info(const qc_plugin_host *h, char **out_json, char **error);
+
+/**
+ * Adds (or replaces) the `qwen-companion-plugins` entry of Qwen Code's
+ * `mcpServers` in one settings file, touching nothing else of it (other
+ * keys, comments, indentation, line endings, BOM and mode stay; the write
+ * is atomic). Blocking file I/O; any thread.
+ *
+ * `options_json` (borrowed) is `{"scope":"user"|"project","project":DIR,
+ * "bridge":PATH,"alwaysLoadTools":BOOL}`: `scope` (default `user`:
+ * `<qwen home>/settings.json`; `project`: `<project>/.qwen/settings.json`,
+ * `project` then required, absolute, an existing folder, not the home
+ * directory), `bridge` (required: the absolute path of an executable
+ * `qc-mcp-bridge`, best a copy in a stable place such as
+ * `<qwen home>/companion/bin/`, since the entry names it), `alwaysLoadTools`
+ * (default false: Qwen Code then defers the tools; true declares every
+ * tool's schema to the model up front). The entry written is
+ * `{"command":BRIDGE,"args":["plugins"],"description":…}` (plus
+ * `"alwaysLoadTools":true`): no port, no token.
+ *
+ * `*out_json` (owned) receives `{"ok":true,"scope","settings":PATH,
+ * "serverName","change":"added"|"replaced"|"unchanged","created",
+ * "replacedSymlink","serversLeft"}`, plus for the project scope
+ * `"approve":"qwen mcp approve qwen-companion-plugins"`: Qwen Code keeps a
+ * project server pending until the user approves it (tell the user once).
+ * A settings file Qwen Code could not read (not JSON after removing
+ * comments, trailing commas, a non-object `mcpServers`) gives
+ * `QC_INVALID_JSON` (`*error` names the file, and line and column), and
+ * the file is left untouched; a project that is the home directory gives
+ * `QC_REFUSED` (Qwen Code reads no project settings there).
+ */
+qc_status qc_mcp_register(const char *options_json, char **out_json, char **error);
+
+/**
+ * Removes the `qwen-companion-plugins` entry from one settings file
+ * (same rules as `qc_mcp_register`; `bridge` and `alwaysLoadTools` are
+ * ignored). A missing file or entry is success with `"change":"absent"`
+ * (nothing written); otherwise `"change":"removed"` (the last entry
+ * removed leaves `"mcpServers": {}`). `*out_json` (owned) as for
+ * `qc_mcp_register`, without `approve`.
+ */
+qc_status qc_mcp_unregister(const char *options_json, char **out_json, char **error);
+
+/**
  * Creates a plugin host over a plugins directory; no plugin runs until its
  * first call (or `qc_plugin_host_startup_finished`).
  *
@@ -484,7 +573,8 @@ qc_status qc_plugin_host_new(const char *config_json, qc_plugin_host **out, char
  * the thread then ends after that callback returns) and finalizes every
  * callback's `user_data`. `_call_async` calls still running complete with
  * `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
- * NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+ * A plugin MCP server started with `qc_plugin_host_mcp_start` is stopped
+ * first (its lock file removed). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
  * gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
  * (they fail with `host`).
  */

@@ -1,8 +1,10 @@
 /*
- * qcdemo_plugins.c — `qcdemo plugins install|uninstall|list|call|serve`: the
- * demo as a plugin host (qc_plugin_host_*). It manages a plugins directory,
- * calls plugin tools once, or serves one long-lived host driven by commands
- * on stdin (see plugins_usage).
+ * qcdemo_plugins.c — `qcdemo plugins install|uninstall|list|call|serve|
+ * register-mcp`: the demo as a plugin host (qc_plugin_host_*). It manages a
+ * plugins directory, calls plugin tools once, serves one long-lived host
+ * driven by commands on stdin, with its plugin MCP server
+ * (qc_plugin_host_mcp_*), or writes the `qwen-companion-plugins` entry of
+ * Qwen Code's settings (qc_mcp_register; see plugins_usage).
  *
  * Every answer is one JSON line on stdout; the plugins' own stdout never
  * reaches ours (the library reads it). One-shot commands exit 0 on success,
@@ -13,8 +15,11 @@
  * order, on the library's callback thread, so the ui_push events a call
  * caused are printed before its result.
  */
+/* dladdr (the folder of the loaded library, where qc-mcp-bridge is built). */
+#define _GNU_SOURCE
 #include "qcdemo_common.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +135,8 @@ static void plugins_usage(FILE *f)
           "       " QCDEMO_NAME " plugins list [--dir DIR] [--json]\n"
           "       " QCDEMO_NAME " plugins call [--dir DIR] PLUGIN_ID TOOL PARAMS_JSON [--cwd DIR] [--timeout-ms N]\n"
           "       " QCDEMO_NAME " plugins serve [--dir DIR] [--cwd DIR] [--timeout-ms N]\n"
+          "       " QCDEMO_NAME " plugins register-mcp --scope user|project [--remove] [--bridge PATH]\n"
+          "                 [--always-load-tools]\n"
           "\n"
           "A plugin host over the plugins directory DIR (default\n"
           "$QWEN_HOME/companion/plugins). Answers are JSON lines on stdout:\n"
@@ -143,7 +150,9 @@ static void plugins_usage(FILE *f)
           "             protocol, too_large, tool_error (pluginMessage), disabled,\n"
           "             not_found or host\n"
           "  serve      one host whose session folder is --cwd (default: the current\n"
-          "             folder); first {\"event\":\"ready\"}, then host_request (the\n"
+          "             folder), with its plugin MCP server running; first\n"
+          "             {\"event\":\"ready\",...,\"mcp\":{\"url\",\"env\",\"headers\"}}, then\n"
+          "             host_request (the\n"
           "             demo answers show_notification with {\"shown\":true}),\n"
           "             ui_push, plugin_started, plugin_exit, plugin_disabled events.\n"
           "             stdin commands, each answered by one {\"event\":\"result\"}:\n"
@@ -151,14 +160,21 @@ static void plugins_usage(FILE *f)
           "               parse MIME FILE | startup-finished | unload ID | enable ID |\n"
           "               disable ID | stop\n"
           "             stop, EOF and SIGTERM end every plugin and exit 0.\n"
+          "  register-mcp  adds (--remove: removes) the qwen-companion-plugins entry\n"
+          "             of Qwen Code's settings: user scope $QWEN_HOME/settings.json,\n"
+          "             project scope ./.qwen/settings.json (the current folder is the\n"
+          "             project). The entry starts the bridge --bridge PATH (default:\n"
+          "             qc-mcp-bridge next to the loaded library). Prints\n"
+          "             {\"ok\":true,\"settings\",\"change\",...,\"approve\"?} or\n"
+          "             {\"ok\":false,\"error\":{\"status\",\"message\"}}\n"
           "Exit status: 0 success, 1 refused, 2 usage error.\n",
           f);
 }
 
 /* Options shared by every command; the other arguments are left in pos[]. */
 typedef struct {
-    const char *dir, *cwd, *timeout_ms;
-    int json, remove_data;
+    const char *dir, *cwd, *timeout_ms, *scope, *bridge;
+    int json, remove_data, remove, always_load;
     const char *pos[4];
     int npos;
 } plugins_args;
@@ -176,8 +192,17 @@ static int plugins_parse(int argc, char **argv, plugins_args *a, int max_pos)
             return 0;
         }
         if (take_option(argc, argv, &i, "--dir", &a->dir) || take_option(argc, argv, &i, "--cwd", &a->cwd) ||
-            take_option(argc, argv, &i, "--timeout-ms", &a->timeout_ms))
+            take_option(argc, argv, &i, "--timeout-ms", &a->timeout_ms) ||
+            take_option(argc, argv, &i, "--scope", &a->scope) || take_option(argc, argv, &i, "--bridge", &a->bridge))
             continue;
+        if (strcmp(argv[i], "--remove") == 0) {
+            a->remove = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--always-load-tools") == 0) {
+            a->always_load = 1;
+            continue;
+        }
         if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
             continue;
@@ -304,6 +329,91 @@ static int plugins_call(const plugins_args *a)
         return plugins_close(h, 2);
     }
     return plugins_close(h, print_outcome("result", "kind", st, out, ej, err));
+}
+
+/* ---- register-mcp */
+
+/* The default bridge: qc-mcp-bridge in the folder of the loaded library
+ * (cargo builds both into target/release). NULL when it is not there. */
+static char *default_bridge(void)
+{
+    Dl_info info;
+    sbuf path = {0};
+    const char *slash;
+
+    /* qc_version's string lives in the library's own memory. */
+    if (dladdr(qc_version(), &info) == 0 || info.dli_fname == NULL)
+        return NULL;
+    slash = strrchr(info.dli_fname, '/');
+    if (slash == NULL)
+        return NULL;
+    sb_putn(&path, info.dli_fname, (size_t)(slash - info.dli_fname));
+    sb_puts(&path, "/qc-mcp-bridge");
+    if (access(path.data, X_OK) != 0) {
+        sb_free(&path);
+        return NULL;
+    }
+    return path.data;
+}
+
+/* {"ok":false,"error":{"status":NAME,"message":MESSAGE}}; returns 1. */
+static int print_refusal(qc_status st, const char *message)
+{
+    sbuf line = {0};
+    sb_puts(&line, "{\"ok\":false,\"error\":{\"status\":");
+    sb_json_str(&line, qc_status_name(st));
+    sb_puts(&line, ",\"message\":");
+    sb_json_str(&line, message != NULL ? message : "");
+    sb_puts(&line, "}}");
+    emit_line(&line);
+    sb_free(&line);
+    return 1;
+}
+
+static int plugins_register_mcp(const plugins_args *a)
+{
+    char cwd_buf[4096], *bridge = NULL, *out = NULL, *err = NULL;
+    sbuf opts = {0};
+    qc_status st;
+    int rc;
+
+    if (a->scope == NULL || (strcmp(a->scope, "user") != 0 && strcmp(a->scope, "project") != 0)) {
+        fprintf(stderr, QCDEMO_NAME " plugins register-mcp: --scope user|project is required\n");
+        return 2;
+    }
+    if (getcwd(cwd_buf, sizeof cwd_buf) == NULL)
+        return print_refusal(QC_IO, "cannot read the current folder");
+    if (!a->remove && a->bridge == NULL) {
+        bridge = default_bridge();
+        if (bridge == NULL)
+            return print_refusal(QC_NOT_FOUND, "no qc-mcp-bridge next to the library (build it with cargo build "
+                                               "--release, or give --bridge PATH)");
+    }
+    sb_puts(&opts, "{\"scope\":");
+    sb_json_str(&opts, a->scope);
+    sb_puts(&opts, ",\"project\":");
+    sb_json_str(&opts, cwd_buf);
+    if (!a->remove) {
+        sb_puts(&opts, ",\"bridge\":");
+        sb_json_str(&opts, a->bridge != NULL ? a->bridge : bridge);
+        sb_printf(&opts, ",\"alwaysLoadTools\":%s", a->always_load ? "true" : "false");
+    }
+    sb_putc(&opts, '}');
+    free(bridge);
+    st = a->remove ? qc_mcp_unregister(opts.data, &out, &err) : qc_mcp_register(opts.data, &out, &err);
+    sb_free(&opts);
+    if (st == QC_OK) {
+        sbuf line = {0};
+        sb_puts(&line, out); /* already {"ok":true,…} */
+        emit_line(&line);
+        sb_free(&line);
+        rc = 0;
+    } else {
+        rc = print_refusal(st, err);
+    }
+    qc_string_free(out);
+    qc_string_free(err);
+    return rc;
 }
 
 /* ---- serve */
@@ -541,8 +651,10 @@ static int plugins_serve(const plugins_args *a)
 {
     serve_state s;
     sigset_t wait_mask;
-    char cwd_buf[4096], *list = NULL, *dir = NULL, *err = NULL;
-    sbuf line = {0};
+    static const member_map mcp_members[] = {{"url", "url"}, {"env", "env"}, {"headers", "headers"},
+                                             {"lockFile", "lockFile"}, {"tools", "tools"}};
+    char cwd_buf[4096], abs_cwd[4096], *list = NULL, *dir = NULL, *err = NULL, *info = NULL;
+    sbuf line = {0}, mcfg = {0};
     jiter it;
     jspan p;
     int first = 1;
@@ -569,6 +681,18 @@ static int plugins_serve(const plugins_args *a)
         qc_string_free(dir);
         return plugins_close(s.h, 1);
     }
+    /* The plugin MCP server; its lock file names the session folder. */
+    sb_puts(&mcfg, "{\"workspacePaths\":[");
+    sb_json_str(&mcfg, realpath(s.cwd, abs_cwd) != NULL ? abs_cwd : s.cwd);
+    sb_puts(&mcfg, "]}");
+    if (!check_status("mcp_start", qc_plugin_host_mcp_start(s.h, mcfg.data, &err), &err) ||
+        !check_status("mcp_info", qc_plugin_host_mcp_info(s.h, &info, &err), &err)) {
+        sb_free(&mcfg);
+        qc_string_free(dir);
+        qc_string_free(list);
+        return plugins_close(s.h, 1);
+    }
+    sb_free(&mcfg);
     sb_puts(&line, "{\"event\":\"ready\",\"pluginsDir\":");
     sb_json_str(&line, dir);
     sb_puts(&line, ",\"cwd\":");
@@ -584,9 +708,12 @@ static int plugins_serve(const plugins_args *a)
         sb_putn(&line, id.p, id.n);
         first = 0;
     }
-    sb_puts(&line, "]}");
+    sb_puts(&line, "],\"mcp\":{\"serverName\":\"qwen-companion-plugins\"");
+    sb_copy_members(&line, js_doc(info), mcp_members, COUNT_OF(mcp_members));
+    sb_puts(&line, "}}");
     emit_line(&line);
     sb_free(&line);
+    qc_string_free(info);
     qc_string_free(list);
     qc_string_free(dir);
 
@@ -611,7 +738,7 @@ int qcdemo_plugins_main(int argc, char **argv)
         int (*fn)(const plugins_args *);
     } cmds[] = {
         {"install", 1, plugins_install}, {"uninstall", 1, plugins_uninstall}, {"list", 0, plugins_list},
-        {"call", 3, plugins_call},       {"serve", 0, plugins_serve},
+        {"call", 3, plugins_call},       {"serve", 0, plugins_serve}, {"register-mcp", 0, plugins_register_mcp},
     };
     plugins_args a;
     size_t i;

@@ -18,12 +18,14 @@
 
 mod atexit;
 mod companion;
+mod mcp;
 mod plugins;
 mod sessions;
 mod util;
 
 pub(crate) use atexit::at_exit;
 pub use companion::*;
+pub use mcp::*;
 pub use plugins::*;
 pub use sessions::*;
 pub use util::*;

@@ -104,18 +104,27 @@ struct Inner {
     capabilities: Mutex<HashMap<String, CapabilityCb>>,
 }
 
-/// One `qc_plugin_host` handle. Field order is drop order: the host first
+/// One `qc_plugin_host` handle. Field order is drop order: the plugin MCP
+/// server first (`qc_plugin_host_mcp_*`, it holds the host), then the host
 /// (it ends every plugin and drops its closures), then the shared state
 /// (whose dispatcher joins the callback thread, unless dropped on it).
 pub(crate) struct HostEntry {
-    host: Arc<PluginHost>,
+    pub(crate) mcp: super::mcp::McpSlot,
+    pub(crate) host: Arc<PluginHost>,
     inner: Arc<Inner>,
     plugins_dir: PathBuf,
 }
 
+impl HostEntry {
+    /// The host's logger (its log callback), for the MCP server's lines.
+    pub(crate) fn logger(&self) -> Arc<Logger> {
+        self.inner.logger.clone()
+    }
+}
+
 static HOSTS: Lazy<HandleTable<HostEntry>> = Lazy::new(HandleTable::new);
 
-fn entry(h: *const qc_plugin_host) -> Result<Arc<HostEntry>> {
+pub(crate) fn entry(h: *const qc_plugin_host) -> Result<Arc<HostEntry>> {
     HOSTS.get(h as usize)
 }
 
@@ -394,6 +403,7 @@ pub unsafe extern "C" fn qc_plugin_host_new(
             logger.log(level, || message.to_string())
         })));
         Ok(HostEntry {
+            mcp: super::mcp::McpSlot::default(),
             plugins_dir: host.plugins_dir(),
             host,
             inner,
@@ -407,12 +417,16 @@ pub unsafe extern "C" fn qc_plugin_host_new(
 /// the thread then ends after that callback returns) and finalizes every
 /// callback's `user_data`. `_call_async` calls still running complete with
 /// `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
-/// NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+/// A plugin MCP server started with `qc_plugin_host_mcp_start` is stopped
+/// first (its lock file removed). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
 /// gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
 /// (they fail with `host`).
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_free(h: *mut qc_plugin_host) -> qc_status {
-    HOSTS.destroy(h, |e| e.host.shutdown())
+    HOSTS.destroy(h, |e| {
+        e.mcp.shutdown();
+        e.host.shutdown()
+    })
 }
 
 /// `*out` receives the plugins directory in use, as an absolute path

@@ -252,7 +252,8 @@ pub struct PluginMcpServer {
     running: Mutex<Option<Running>>,
 }
 
-struct LockClaim(PathBuf);
+/// A claim on a lock path in [`LOCKS_IN_USE`], released on drop unless kept.
+struct LockClaim(Option<PathBuf>);
 
 impl LockClaim {
     fn new(path: &Path) -> Result<LockClaim> {
@@ -265,16 +266,20 @@ impl LockClaim {
                 ),
             ));
         }
-        Ok(LockClaim(path.to_path_buf()))
+        Ok(LockClaim(Some(path.to_path_buf())))
     }
-    fn keep(self) {
-        std::mem::forget(self);
+    /// Keeps the path claimed (`stop` releases it); frees the claim itself
+    /// (forgetting it would leak its path).
+    fn keep(mut self) {
+        self.0 = None;
     }
 }
 
 impl Drop for LockClaim {
     fn drop(&mut self) {
-        lock(&LOCKS_IN_USE).remove(&self.0);
+        if let Some(path) = self.0.take() {
+            lock(&LOCKS_IN_USE).remove(&path);
+        }
     }
 }
 

@@ -506,6 +506,9 @@ static void plugin_bad_handle(qc_plugin_host *h, const char *kind, qc_status wan
     EXPECT_ANY(W("enable_events"), qc_plugin_host_enable_events(h, &fd, &err_), QC_INVALID_HANDLE, want2);
     EXPECT_ANY(W("next_event"), qc_plugin_host_next_event(h, &out, &err_), QC_INVALID_HANDLE, want2);
     EXPECT_ANY(W("stats"), qc_plugin_host_stats(h, "a.b", &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("mcp_start"), qc_plugin_host_mcp_start(h, NULL, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("mcp_stop"), qc_plugin_host_mcp_stop(h, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("mcp_info"), qc_plugin_host_mcp_info(h, &out, &err_), QC_INVALID_HANDLE, want2);
 #undef W
     CHECK(out == NULL && vis == -1 && fd == -1, "%s: out-parameter written on failure", kind);
 }
@@ -729,6 +732,111 @@ static void test_plugin_host(const char *base)
     (void)err;
 }
 
+/* ---- qc_plugin_host_mcp_* and qc_mcp_register / qc_mcp_unregister:
+ * NULL arguments, invalid UTF-8 and JSON, the running/not-running states,
+ * free while running (the lock file goes), a settings file refused intact. */
+static int read_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (f == NULL)
+        return -1;
+    n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return (int)n;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        perror(path);
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_plugin_mcp(const char *base)
+{
+    qc_plugin_host *h = NULL;
+    char cfg[600], mcfg[600], lockfile[600], bridge[400], proj[400], qdir[420], settings[460], opts[1400];
+    char *out = NULL, after[256];
+    const char *bad_trailing = "{\n  \"a\": 1,\n}\n";
+
+    snprintf(cfg, sizeof cfg, "{\"pluginsDir\":\"%s/mcp-plugins\"}", base);
+    snprintf(mcfg, sizeof mcfg, "{\"lockDir\":\"%s/mcp-locks\"}", base);
+    snprintf(lockfile, sizeof lockfile, "%s/mcp-locks/%d.lock", base, (int)getpid());
+    EXPECT("plugin_host_new(mcp)", qc_plugin_host_new(cfg, &h, &err_), QC_OK);
+    if (h == NULL)
+        return;
+    EXPECT("mcp_info(out=NULL)", qc_plugin_host_mcp_info(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("mcp_info(not running)", qc_plugin_host_mcp_info(h, &out, &err_), QC_NOT_RUNNING);
+    EXPECT("mcp_stop(not running)", qc_plugin_host_mcp_stop(h, &err_), QC_NOT_RUNNING);
+    EXPECT("mcp_start(invalid UTF-8)", qc_plugin_host_mcp_start(h, "{\"lockDir\":\"\xff\"}", &err_), QC_INVALID_UTF8);
+    EXPECT("mcp_start(invalid JSON)", qc_plugin_host_mcp_start(h, "{\"lockDir\":", &err_), QC_INVALID_JSON);
+    EXPECT("mcp_start(unknown field)", qc_plugin_host_mcp_start(h, "{\"port\":1}", &err_), QC_INVALID_JSON);
+    EXPECT("mcp_start(out of range)", qc_plugin_host_mcp_start(h, "{\"maxSessions\":0}", &err_), QC_INVALID_ARGUMENT);
+    CHECK(out == NULL, "mcp_info wrote out on failure");
+    EXPECT("mcp_start", qc_plugin_host_mcp_start(h, mcfg, &err_), QC_OK);
+    EXPECT("mcp_start(again)", qc_plugin_host_mcp_start(h, mcfg, &err_), QC_ALREADY_RUNNING);
+    CHECK(file_exists(lockfile), "lock file %s written", lockfile);
+    EXPECT("mcp_info", qc_plugin_host_mcp_info(h, &out, &err_), QC_OK);
+    CHECK(out != NULL && strstr(out, "\"Authorization\":\"Bearer ") != NULL, "mcp_info: %s", out ? out : "NULL");
+    CHECK(out != NULL && strstr(out, "\"plugins-status\"") != NULL, "mcp_info tools: %s", out ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    EXPECT("mcp_stop", qc_plugin_host_mcp_stop(h, &err_), QC_OK);
+    CHECK(!file_exists(lockfile), "mcp_stop removes the lock file");
+    EXPECT("mcp_stop(twice)", qc_plugin_host_mcp_stop(h, &err_), QC_NOT_RUNNING);
+    EXPECT("mcp_start(after stop)", qc_plugin_host_mcp_start(h, mcfg, &err_), QC_OK);
+    CHECK(qc_plugin_host_free(h) == QC_OK, "plugin_host_free(mcp running)");
+    CHECK(!file_exists(lockfile), "free removes the lock file");
+    EXPECT("mcp_info(freed)", qc_plugin_host_mcp_info(h, &out, &err_), QC_INVALID_HANDLE);
+
+    /* register / unregister */
+    snprintf(bridge, sizeof bridge, "%s/qc-mcp-bridge", base);
+    write_file(bridge, "#!/bin/sh\nexit 1\n");
+    chmod(bridge, 0755);
+    snprintf(proj, sizeof proj, "%s/mcp-proj", base);
+    snprintf(qdir, sizeof qdir, "%s/.qwen", proj);
+    snprintf(settings, sizeof settings, "%s/settings.json", qdir);
+    if (mkdir(proj, 0700) != 0 || mkdir(qdir, 0700) != 0) {
+        perror("mkdir");
+        return;
+    }
+    snprintf(opts, sizeof opts, "{\"scope\":\"project\",\"project\":\"%s\",\"bridge\":\"%s\"}", proj, bridge);
+    EXPECT("mcp_register(options=NULL)", qc_mcp_register(NULL, &out, &err_), QC_NULL_PARAMETER);
+    EXPECT("mcp_register(out=NULL)", qc_mcp_register(opts, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("mcp_unregister(options=NULL)", qc_mcp_unregister(NULL, &out, &err_), QC_NULL_PARAMETER);
+    EXPECT("mcp_unregister(out=NULL)", qc_mcp_unregister(opts, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("mcp_register(invalid UTF-8)", qc_mcp_register("{\"bridge\":\"\xff\"}", &out, &err_), QC_INVALID_UTF8);
+    EXPECT("mcp_unregister(invalid UTF-8)", qc_mcp_unregister("{\"project\":\"\xfe\"}", &out, &err_), QC_INVALID_UTF8);
+    EXPECT("mcp_register(invalid JSON)", qc_mcp_register("{\"scope\":", &out, &err_), QC_INVALID_JSON);
+    EXPECT("mcp_unregister(invalid JSON)", qc_mcp_unregister("[", &out, &err_), QC_INVALID_JSON);
+    EXPECT("mcp_register(bad scope)", qc_mcp_register("{\"scope\":\"all\"}", &out, &err_), QC_INVALID_ARGUMENT);
+    EXPECT("mcp_register(no bridge)", qc_mcp_register("{\"scope\":\"user\"}", &out, &err_), QC_INVALID_ARGUMENT);
+    EXPECT("mcp_register(project without project)",
+           qc_mcp_register("{\"scope\":\"project\",\"bridge\":\"/bin/sh\"}", &out, &err_), QC_INVALID_ARGUMENT);
+    CHECK(out == NULL, "mcp_register wrote out on failure");
+    EXPECT("mcp_register(project)", qc_mcp_register(opts, &out, &err_), QC_OK);
+    CHECK(out != NULL && strstr(out, "\"change\":\"added\"") != NULL && strstr(out, "qwen mcp approve") != NULL,
+          "mcp_register: %s", out ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    EXPECT("mcp_unregister(project)", qc_mcp_unregister(opts, &out, &err_), QC_OK);
+    CHECK(out != NULL && strstr(out, "\"change\":\"removed\"") != NULL, "mcp_unregister: %s", out ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    write_file(settings, bad_trailing);
+    EXPECT("mcp_register(trailing comma)", qc_mcp_register(opts, &out, &err_), QC_INVALID_JSON);
+    EXPECT("mcp_unregister(trailing comma)", qc_mcp_unregister(opts, &out, &err_), QC_INVALID_JSON);
+    CHECK(out == NULL, "mcp_unregister wrote out on failure");
+    CHECK(read_file(settings, after, sizeof after) >= 0 && strcmp(after, bad_trailing) == 0,
+          "refused settings changed: %s", after);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/qc-abi-XXXXXX";
@@ -753,6 +861,7 @@ int main(void)
     test_lifecycle(lockdir, lockdir_json, ws);
     test_start_io_error();
     test_plugin_host(base);
+    test_plugin_mcp(base);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     if (system(cmd) != 0)

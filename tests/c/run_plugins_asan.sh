@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Scripted test of `qcdemo plugins` (install, uninstall, list, call, serve)
-# under ASan+UBSan.
+# Scripted test of `qcdemo plugins` (install, uninstall, list, call, serve,
+# register-mcp) under ASan+UBSan.
 #
 #   tests/c/run_plugins_asan.sh        (from anywhere; builds what it needs)
 #
@@ -13,7 +13,11 @@
 # tool_error with the plugin's message, disabled) and a plugin whose stdout
 # is garbage (it never reaches ours), serve (ready, ui_push, host_request
 # answered by the demo, plugin_started / plugin_exit / plugin_disabled,
-# every stdin command answered in order, stop / EOF / SIGTERM exit 0), that
+# every stdin command answered in order, stop / EOF / SIGTERM exit 0; the
+# plugin MCP server in the ready line, reachable with the lock file's token,
+# its lock file gone after stop), register-mcp (project scope keeping a
+# comment, unchanged / replaced / removed, a bad settings file refused
+# untouched, the user scope with the default bridge), that
 # no plugin process is left at the end, and that ASan/LSan/UBSan report
 # nothing. Ends with "c-plugins: N passed, M failed".
 #
@@ -167,6 +171,18 @@ peer_attach serve "$SPID" "$TMP/serve.in"
 expect_ready "$TMP/serve.out" "serve: ready event" "$TMP/serve.err"
 check "serve: ready names the session folder and the plugins" \
     jeval 'd["cwd"]==env["TMP"]+"/session" and "com.example.full" in d["plugins"] and d["pluginsDir"]==env["DIR"]' "$READY"
+check "serve: ready carries the plugin MCP server (url, bearer header, empty env, lock file, tools)" \
+    jeval '(lambda m: m["serverName"]=="qwen-companion-plugins" and m["url"].startswith("http://127.0.0.1:") and m["url"].endswith("/mcp") and m["headers"]["Authorization"].startswith("Bearer ") and m["env"]=={} and m["lockFile"].startswith(env["QWEN_HOME"]+"/companion/plugins-mcp/") and "hello_say_hello" in m["tools"] and "plugins-status" in m["tools"])(d["mcp"])' "$READY"
+MCP_LOCK=$(client get "$READY" mcp lockFile)
+export MCP_LOCK
+check "serve: the MCP lock file exists" test -f "$MCP_LOCK"
+check "serve: the lock file holds the ready line's token" \
+    jeval '"Bearer "+json.load(open(env["MCP_LOCK"]))["authToken"]==d["mcp"]["headers"]["Authorization"]' "$READY"
+check "serve: an MCP client initializes with the lock file's token" \
+    client init --lock "$MCP_LOCK" --state "$TMP/mcp.state"
+client list --state "$TMP/mcp.state" >"$TMP/mcp.list" 2>"$TMP/mcp.list.err"
+check "serve: tools/list over MCP lists the plugin tools" \
+    jeval '"hello_say_hello" in [t["name"] for t in d["tools"]] and "plugins-status" in [t["name"] for t in d["tools"]]' "$(cat "$TMP/mcp.list")"
 export S="$TMP/serve.out"
 to_peer serve 'call test.hostile.ui-push progress {"steps":3}'
 expect "$S" "serve: call ui-push answered" 'e["event"]=="result" and e["command"]=="call" and e["ok"]'
@@ -226,6 +242,7 @@ wait_exit "$SPID" "$T"
 close_peer serve
 check "serve: stop exits 0 (rc=$RC)" test "$RC" -eq 0
 check "serve: stopped is the last line" jeval 'L(env["S"])[-1]=={"event":"stopped"}'
+check "serve: stop removes the MCP lock file" test ! -e "$MCP_LOCK"
 check "serve: every line is a JSON event" client valid "$S"
 check "serve: no plugin process left after stop" no_plugin_process
 check "serve: sanitizers clean" sanitizer_clean "$TMP/serve.err"
@@ -252,6 +269,51 @@ for how in eof sigterm; do
     check "serve ($how): no plugin process left" no_plugin_process
     check "serve ($how): sanitizers clean" sanitizer_clean "$TMP/$how.err"
 done
+
+# ---------------------------------------------------------------------------
+echo "# register-mcp"
+mkdir -p "$TMP/proj/.qwen"
+printf '#!/bin/sh\nexit 1\n' >"$TMP/bridge"
+chmod +x "$TMP/bridge"
+PSET="$TMP/proj/.qwen/settings.json"
+printf '{\n  // mine\n  "theme": "dark"\n}\n' >"$PSET"
+export PSET BRIDGE="$TMP/bridge" ROOT
+cd "$TMP/proj" || exit 1
+demo reg.add register-mcp --scope project --bridge "$TMP/bridge"
+check "register-mcp project: exit 0 (rc=$RC), one line" test "$RC" -eq 0 -a "$(wc -l <"$TMP/reg.add.out")" -eq 1
+check "register-mcp project: {ok, added, settings, approve}" \
+    jeval 'd["ok"] is True and d["change"]=="added" and d["settings"]==env["PSET"] and d["approve"]=="qwen mcp approve qwen-companion-plugins"' "$OUT"
+check "register-mcp project: the comment stays, the entry names the bridge" \
+    jeval 'open(env["PSET"]).read().startswith("{\n  // mine\n") and ("\"command\": \"%s\"" % env["BRIDGE"]) in open(env["PSET"]).read()'
+demo reg.again register-mcp --scope project --bridge "$TMP/bridge"
+check "register-mcp again: unchanged" jeval 'd["ok"] and d["change"]=="unchanged"' "$OUT"
+demo reg.always register-mcp --scope project --bridge "$TMP/bridge" --always-load-tools
+check "register-mcp --always-load-tools: replaced, alwaysLoadTools true" \
+    jeval 'd["change"]=="replaced" and "\"alwaysLoadTools\": true" in open(env["PSET"]).read()' "$OUT"
+demo reg.rm register-mcp --scope project --remove
+check "register-mcp --remove: removed, comment kept" \
+    jeval 'd["ok"] and d["change"]=="removed" and "qwen-companion-plugins" not in open(env["PSET"]).read() and "// mine" in open(env["PSET"]).read()' "$OUT"
+printf '{\n  "theme": "dark",\n}\n' >"$PSET"
+cp "$PSET" "$TMP/bad.copy"
+demo reg.bad register-mcp --scope project --bridge "$TMP/bridge"
+check "register-mcp on a settings file with a trailing comma: exit 1 (rc=$RC)" test "$RC" -eq 1
+check "register-mcp on a bad settings file: {ok:false, error: QC_INVALID_JSON, line 3}" \
+    jeval 'd["ok"] is False and d["error"]["status"]=="QC_INVALID_JSON" and "line 3" in d["error"]["message"]' "$OUT"
+check "register-mcp on a bad settings file: the file is untouched" cmp -s "$PSET" "$TMP/bad.copy"
+demo reg.rel register-mcp --scope project --bridge bridge
+check "register-mcp with a relative bridge: exit 1, QC_INVALID_ARGUMENT" \
+    jeval 'd["ok"] is False and d["error"]["status"]=="QC_INVALID_ARGUMENT"' "$OUT"
+demo reg.noscope register-mcp --bridge "$TMP/bridge"
+check "register-mcp without --scope: exit 2 (rc=$RC)" test "$RC" -eq 2
+cd "$TMP" || exit 1
+if [ -x "$ROOT/target/release/qc-mcp-bridge" ]; then
+    demo reg.user register-mcp --scope user
+    check "register-mcp user: the default bridge next to the library, in \$QWEN_HOME/settings.json" \
+        jeval 'd["ok"] and d["settings"]==env["QWEN_HOME"]+"/settings.json" and "approve" not in d and os.path.realpath(json.load(open(d["settings"]))["mcpServers"]["qwen-companion-plugins"]["command"])==os.path.realpath(env["ROOT"]+"/target/release/qc-mcp-bridge")' "$OUT"
+    demo reg.user.rm register-mcp --scope user --remove
+    check "register-mcp user --remove: removed" jeval 'd["ok"] and d["change"]=="removed"' "$OUT"
+fi
+check "register-mcp: sanitizers clean" sanitizer_clean "$TMP"/reg.*.err
 
 # ---------------------------------------------------------------------------
 echo "# uninstall"

@@ -280,6 +280,89 @@ fun pluginTests(h: Harness, root: File) {
         eventually(10000, "no plugin left (${childPids()})") { childPids().isEmpty() }
     }
 
+    h.test("plugin MCP server: start, info, raw MCP request with the header, stop, close") {
+        val host = QwenPluginHost(QwenPluginHostConfig(pluginsDir = File(root, "plugins-${n++}").path, workspaceRoot = root.path))
+        try {
+            host.install(fixture("hello"))
+            expectStatus(QcStatus.NOT_RUNNING, "info before start") { host.mcpInfo() }
+            expectStatus(QcStatus.NOT_RUNNING, "stop before start") { host.mcpStop() }
+            val lockDir = File(root, "mcp-locks").path
+            val info = host.mcpStart(mapOf("lockDir" to lockDir))
+            val port = (info["port"] as Number).toInt()
+            checkEq(info["url"], "http://127.0.0.1:$port/mcp", "url")
+            checkEq(info["serverName"], "qwen-companion-plugins", "serverName")
+            checkEq(info["env"], emptyMap<String, Any?>(), "env")
+            @Suppress("UNCHECKED_CAST")
+            val tools = info["tools"] as List<Any?>
+            check(tools.contains("hello_say_hello") && tools.contains("plugins-status")) { "tools $tools" }
+            val lockFile = File(info["lockFile"] as String)
+            check(lockFile.isFile) { "lock file $lockFile" }
+            expectStatus(QcStatus.ALREADY_RUNNING, "second start") { host.mcpStart(mapOf("lockDir" to lockDir)) }
+            @Suppress("UNCHECKED_CAST")
+            val auth = (info["headers"] as Map<String, Any?>)["Authorization"] as String
+            fun post(authorization: String): Pair<Int, String> {
+                val c = java.net.URL(info["url"] as String).openConnection() as java.net.HttpURLConnection
+                c.requestMethod = "POST"
+                c.doOutput = true
+                c.setRequestProperty("Authorization", authorization)
+                c.setRequestProperty("Accept", "application/json, text/event-stream")
+                c.setRequestProperty("Content-Type", "application/json")
+                c.outputStream.use {
+                    it.write(("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"," +
+                        "\"capabilities\":{},\"clientInfo\":{\"name\":\"kotlin\",\"version\":\"1\"}}}").toByteArray())
+                }
+                val code = c.responseCode
+                val body = (if (code < 400) c.inputStream else c.errorStream)?.use { String(it.readBytes()) } ?: ""
+                c.disconnect()
+                return Pair(code, body)
+            }
+            val ok = post(auth)
+            checkEq(ok.first, 200, "initialize with the header")
+            check(ok.second.contains("qwen-companion-plugins")) { "serverInfo in ${ok.second}" }
+            checkEq(post("Bearer 0000").first, 401, "a wrong token")
+            host.mcpStop()
+            check(!lockFile.exists()) { "stop removes the lock file" }
+            expectStatus(QcStatus.NOT_RUNNING, "info after stop") { host.mcpInfo() }
+            val again = host.mcpStart(mapOf("lockDir" to lockDir))
+            val lock2 = File(again["lockFile"] as String)
+            check(lock2.isFile) { "restarted" }
+            host.close()
+            check(!lock2.exists()) { "close removes the lock file" }
+        } finally {
+            host.close()
+        }
+    }
+
+    h.test("registerMcp / unregisterMcp in a project keep comments; a bad settings file is refused untouched") {
+        val project = File(root, "mcp-project")
+        val qwen = File(project, ".qwen")
+        qwen.mkdirs()
+        val settings = File(qwen, "settings.json")
+        settings.writeText("{\n  // mine\n  \"theme\": \"dark\"\n}\n")
+        val bridge = File(root, "qc-mcp-bridge")
+        bridge.writeText("#!/bin/sh\nexit 1\n")
+        bridge.setExecutable(true)
+        val out = QwenPluginHost.registerMcp("project", project.path, bridge.path)
+        checkEq(out["change"], "added", "change")
+        checkEq(out["approve"], "qwen mcp approve qwen-companion-plugins", "approve")
+        checkEq(out["settings"], settings.path, "settings")
+        val text = settings.readText()
+        check(text.contains("// mine") && text.contains(bridge.path)) { text }
+        checkEq(QwenPluginHost.registerMcp("project", project.path, bridge.path)["change"], "unchanged", "again")
+        checkEq(QwenPluginHost.registerMcp("project", project.path, bridge.path, alwaysLoadTools = true)["change"], "replaced", "alwaysLoadTools")
+        checkEq(QwenPluginHost.unregisterMcp("project", project.path)["change"], "removed", "removed")
+        check(settings.readText().contains("// mine") && !settings.readText().contains("qwen-companion-plugins")) { settings.readText() }
+        checkEq(QwenPluginHost.unregisterMcp("project", project.path)["change"], "absent", "absent")
+        val bad = "{\n  \"a\": 1,\n}\n"
+        settings.writeText(bad)
+        val e = expectStatus(QcStatus.INVALID_JSON, "trailing comma") { QwenPluginHost.registerMcp("project", project.path, bridge.path) }
+        check(e.detail.contains("line 3")) { e.detail }
+        checkEq(settings.readText(), bad, "untouched")
+        expectStatus(QcStatus.INVALID_ARGUMENT, "bad scope") { QwenPluginHost.registerMcp("global", bridge = bridge.path) }
+        expectStatus(QcStatus.INVALID_ARGUMENT, "no bridge") { QwenPluginHost.registerMcp("project", project.path) }
+        expectStatus(QcStatus.NOT_FOUND, "missing bridge") { QwenPluginHost.registerMcp("project", project.path, File(root, "nope").path) }
+    }
+
     h.test("no plugin process left after the plugin tests") {
         eventually(10000, "no plugin left (${childPids()})") { childPids().isEmpty() }
     }

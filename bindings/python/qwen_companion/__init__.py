@@ -48,7 +48,7 @@ from ._native import (
 )
 from ._native import load as load_library
 from .companion import Companion, RefuseDiff
-from .plugins import Pending, PluginCallError, PluginHost, PluginInstallError
+from .plugins import Pending, PluginCallError, PluginHost, PluginInstallError, register_mcp, unregister_mcp
 from .sessions import UNSET, Participant
 
 __version__ = "0.1.0"
@@ -94,4 +94,6 @@ __all__ = [
     "error_class",
     "library_version",
     "load_library",
+    "register_mcp",
+    "unregister_mcp",
 ]

@@ -399,6 +399,11 @@ PROTOTYPES = {
     "qc_plugin_host_enable_events": (c_status, [c_handle, ctypes.POINTER(ctypes.c_int32), c_error_out]),
     "qc_plugin_host_next_event": (c_status, [c_handle, c_string_out, c_error_out]),
     "qc_plugin_host_stats": (c_status, [c_handle, ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_plugin_host_mcp_start": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
+    "qc_plugin_host_mcp_stop": (c_status, [c_handle, c_error_out]),
+    "qc_plugin_host_mcp_info": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_mcp_register": (c_status, [ctypes.c_char_p, c_string_out, c_error_out]),
+    "qc_mcp_unregister": (c_status, [ctypes.c_char_p, c_string_out, c_error_out]),
 }  # type: Dict[str, Tuple[Any, List[Any]]]
 
 

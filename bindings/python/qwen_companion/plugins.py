@@ -41,6 +41,16 @@ call could not be answered: use :meth:`~PluginHost.call_async` there.
 Pull mode (:meth:`~PluginHost.enable_events`, :meth:`~PluginHost.next_event`)
 is for hosts that must never be called on a foreign thread.
 
+Plugin tools in Qwen Code
+-------------------------
+:meth:`PluginHost.mcp_start` runs the host's MCP server
+(``qwen-companion-plugins``: every enabled plugin's tools as MCP tools, on
+``127.0.0.1`` with a bearer token) and writes the lock file the
+``qc-mcp-bridge`` executable reads; :func:`register_mcp` writes the
+``mcpServers`` entry of Qwen Code's ``settings.json`` that starts the bridge
+(no port, no token in it, so terminals need no environment variable);
+:func:`unregister_mcp` removes it.
+
 It must stay importable by Sublime Text's plugin host (Python 3.8).
 """
 
@@ -658,6 +668,39 @@ class PluginHost(NativeHandle):
         text = self._call_string("qc_plugin_host_next_event")
         return json.loads(text) if text else None
 
+    # ------------------------------------------------------------------
+    # the plugin MCP server
+
+    def mcp_start(self, config=None):
+        # type: (Optional[Dict[str, Any]]) -> Dict[str, Any]
+        """Starts the host's plugin MCP server and returns :meth:`mcp_info`.
+        ``config`` (a dict, every key optional): ``workspacePaths``
+        (absolute folders for the lock file; default the host's
+        ``workspace_root``), ``lockDir``, ``maxBodyBytes``, ``keepAliveMs``,
+        ``http``, ``sessionGraceMs``, ``maxSessions``. Raises
+        :class:`~qwen_companion.AlreadyRunningError` when it runs. The server
+        stops with :meth:`mcp_stop` or when the host is closed."""
+        self._call(
+            "qc_plugin_host_mcp_start",
+            None if config is None else encode(json.dumps(config), "config"),
+        )
+        return self.mcp_info()
+
+    def mcp_stop(self):
+        # type: () -> None
+        """Stops the plugin MCP server (its lock file is removed, connected
+        bridges end). Raises :class:`~qwen_companion.NotRunningError` when
+        it does not run."""
+        self._call("qc_plugin_host_mcp_stop")
+
+    def mcp_info(self):
+        # type: () -> Dict[str, Any]
+        """``{"url", "port", "headers": {"Authorization": "Bearer ..."},
+        "env": {}, "lockFile", "serverName", "tools": [names], "sessions"}``
+        of the running server (``env`` is empty: Qwen Code reaches the server
+        through the bridge). Raises :class:`~qwen_companion.NotRunningError`."""
+        return self._call_json("qc_plugin_host_mcp_info")
+
     def offer_capability(self, name):
         # type: (str) -> None
         """Offers capability ``name`` to plugins in pull mode (its requests
@@ -689,6 +732,45 @@ _STATUS_OF_KIND = {
     "not_found": _native.QC_NOT_FOUND,
     "host": _native.QC_IO,
 }
+
+
+def _mcp_options(scope, project, bridge, always_load_tools):
+    # type: (str, Any, Any, bool) -> bytes
+    options = {"scope": scope, "alwaysLoadTools": bool(always_load_tools)}  # type: Dict[str, Any]
+    if project is not None:
+        options["project"] = _text(project, "project")
+    if bridge is not None:
+        options["bridge"] = _text(bridge, "bridge")
+    return encode(json.dumps(options), "options")
+
+
+def register_mcp(scope, project=None, bridge=None, always_load_tools=False, library=None):
+    # type: (str, Any, Any, bool, Any) -> Dict[str, Any]
+    """Adds (or replaces) the ``qwen-companion-plugins`` entry of Qwen Code's
+    ``mcpServers`` in one settings file and returns the library's outcome
+    ``{"ok", "scope", "settings", "change", "created", ...}`` (with
+    ``"approve"`` for the project scope: tell the user to run it once).
+    ``scope`` is ``"user"`` (``$QWEN_HOME/settings.json``) or ``"project"``
+    (``<project>/.qwen/settings.json``; ``project`` is then an absolute
+    folder). ``bridge`` is the absolute path of the ``qc-mcp-bridge``
+    executable the entry starts. Every other key and comment of the file
+    stays; a file Qwen Code could not read raises
+    :class:`~qwen_companion.InvalidJsonError` and is left untouched."""
+    lib = _native.load(library)
+    return json.loads(
+        lib.call_string("qc_mcp_register", _mcp_options(scope, project, bridge, always_load_tools))
+    )
+
+
+def unregister_mcp(scope, project=None, bridge=None, always_load_tools=False, library=None):
+    # type: (str, Any, Any, bool, Any) -> Dict[str, Any]
+    """Removes the ``qwen-companion-plugins`` entry (``"change"`` is
+    ``"removed"``, or ``"absent"`` when there was none); arguments as for
+    :func:`register_mcp` (``bridge`` and ``always_load_tools`` are ignored)."""
+    lib = _native.load(library)
+    return json.loads(
+        lib.call_string("qc_mcp_unregister", _mcp_options(scope, project, bridge, always_load_tools))
+    )
 
 
 def _text(value, name):

@@ -144,6 +144,11 @@ interface QcNative : Library {
     fun qc_plugin_host_startup_finished(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_plugin_host_unload(h: Pointer?, id: ByteArray?, errorJson: PointerByReference?, error: PointerByReference?): Int
     fun qc_plugin_host_enable(h: Pointer?, id: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_mcp_start(h: Pointer?, configJson: ByteArray?, error: PointerByReference?): Int
+    fun qc_plugin_host_mcp_stop(h: Pointer?, error: PointerByReference?): Int
+    fun qc_plugin_host_mcp_info(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_mcp_register(optionsJson: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_mcp_unregister(optionsJson: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_plugin_host_disable(h: Pointer?, id: ByteArray?, error: PointerByReference?): Int
     fun qc_plugin_host_set_config_value(h: Pointer?, id: ByteArray?, key: ByteArray?, valueJson: ByteArray?, error: PointerByReference?): Int
     fun qc_plugin_host_install(h: Pointer?, srcPath: ByteArray?, outJson: PointerByReference, errorJson: PointerByReference?, error: PointerByReference?): Int

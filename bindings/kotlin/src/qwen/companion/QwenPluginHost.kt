@@ -453,6 +453,36 @@ class QwenPluginHost private constructor(
         false
     }
 
+    // ---- the plugin MCP server -------------------------------------------------------
+
+    /**
+     * Starts the host's plugin MCP server (`qwen-companion-plugins`: every
+     * enabled plugin's tools as MCP tools on `127.0.0.1`, bearer token) and
+     * writes the lock file `qc-mcp-bridge` reads; returns [mcpInfo].
+     * [config] keys, all optional: `workspacePaths` (absolute folders; default
+     * the host's `workspaceRoot`), `lockDir`, `maxBodyBytes`, `keepAliveMs`,
+     * `http`, `sessionGraceMs`, `maxSessions`. `ALREADY_RUNNING` when it runs.
+     * The server stops with [mcpStop] or [close].
+     */
+    @JvmOverloads
+    fun mcpStart(config: Map<String, Any?>? = null): Map<String, Any?> {
+        val c = if (config == null) null else json(config, "qc_plugin_host_mcp_start", "config")
+        handle.call("qc_plugin_host_mcp_start") { h, err -> n.qc_plugin_host_mcp_start(h, c, err) }
+        return mcpInfo()
+    }
+
+    /** Stops the plugin MCP server (lock file removed, bridges end); `NOT_RUNNING` when it does not run. */
+    fun mcpStop() = handle.call("qc_plugin_host_mcp_stop") { h, err -> n.qc_plugin_host_mcp_stop(h, err) }
+
+    /**
+     * `{url, port, headers: {Authorization: "Bearer ..."}, env: {}, lockFile,
+     * serverName, tools: [names], sessions}` of the running server. `env` is
+     * empty: Qwen Code reaches the server through the bridge, so terminals
+     * need no variable. `NOT_RUNNING` when it does not run.
+     */
+    fun mcpInfo(): Map<String, Any?> =
+        Json.parseObject(handle.outString("qc_plugin_host_mcp_info") { h, out, err -> n.qc_plugin_host_mcp_info(h, out, err) })
+
     // ---- pull mode ---------------------------------------------------------------------
 
     /**
@@ -490,6 +520,70 @@ class QwenPluginHost private constructor(
         @JvmOverloads
         fun fromJson(configJson: String?, library: QwenCompanionLibrary = QwenCompanionLibrary.load()): QwenPluginHost =
             QwenPluginHost(configJson, library, Unit)
+
+        /**
+         * Adds (or replaces) the `qwen-companion-plugins` entry of Qwen Code's
+         * `mcpServers` in one settings file: [scope] `user`
+         * (`$QWEN_HOME/settings.json`) or `project` (`<project>/.qwen/settings.json`,
+         * [project] an absolute folder). The entry starts [bridge] (the absolute
+         * path of `qc-mcp-bridge`); [alwaysLoadTools] declares every tool up front.
+         * Every other key and comment stays. Returns `{ok, scope, settings,
+         * change, created, replacedSymlink, serversLeft, approve?}` (`approve`:
+         * the command the user runs once for the project scope). A settings file
+         * Qwen Code could not read fails `INVALID_JSON` and is left untouched.
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun registerMcp(
+            scope: String,
+            project: String? = null,
+            bridge: String? = null,
+            alwaysLoadTools: Boolean = false,
+            library: QwenCompanionLibrary = QwenCompanionLibrary.load()
+        ): Map<String, Any?> = settingsCall("qc_mcp_register", mcpOptions(scope, project, bridge, alwaysLoadTools), library) { o, out, err ->
+            library.native.qc_mcp_register(o, out, err)
+        }
+
+        /**
+         * Removes the `qwen-companion-plugins` entry (`change` is `removed`, or
+         * `absent` when there was none); arguments as for [registerMcp].
+         */
+        @JvmStatic
+        @JvmOverloads
+        fun unregisterMcp(
+            scope: String,
+            project: String? = null,
+            bridge: String? = null,
+            alwaysLoadTools: Boolean = false,
+            library: QwenCompanionLibrary = QwenCompanionLibrary.load()
+        ): Map<String, Any?> = settingsCall("qc_mcp_unregister", mcpOptions(scope, project, bridge, alwaysLoadTools), library) { o, out, err ->
+            library.native.qc_mcp_unregister(o, out, err)
+        }
+
+        private fun mcpOptions(scope: String, project: String?, bridge: String?, alwaysLoadTools: Boolean): Map<String, Any?> {
+            val m = LinkedHashMap<String, Any?>()
+            m["scope"] = scope
+            if (project != null) m["project"] = project
+            if (bridge != null) m["bridge"] = bridge
+            m["alwaysLoadTools"] = alwaysLoadTools
+            return m
+        }
+
+        private fun settingsCall(
+            function: String,
+            options: Map<String, Any?>,
+            library: QwenCompanionLibrary,
+            f: (ByteArray, PointerByReference, PointerByReference) -> Int
+        ): Map<String, Any?> {
+            val o = CStrings.terminated(Json.write(options))
+            val out = PointerByReference()
+            val err = PointerByReference()
+            val status = f(o, out, err)
+            val result = library.takeString(out.value)
+            val message = library.takeString(err.value)
+            if (status != 0) throw QwenCompanionException.Call(function, status, message ?: library.statusName(status))
+            return Json.parseObject(result ?: "{}")
+        }
 
         internal fun statusOfKind(kind: String?): Int = when (kind) {
             "schema" -> QcStatus.INVALID_ARGUMENT.code
