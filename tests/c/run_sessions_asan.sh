@@ -17,7 +17,8 @@
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
 #      QC_KEEP_TMP=1 keeps the temporary directory, NO_CARGO=1 is passed to make,
 #      QWEN_CLI_JS (path of @qwen-code/qwen-code's cli.js for the ps comparison;
-#      default: the scratch install, else `qwen` on PATH; skipped when absent).
+#      default: the pinned CLI, installed into target/e2e/qwen with npm if needed;
+#      a failed install fails the check).
 set -u
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
@@ -125,7 +126,11 @@ check "ps --json: values as in the records (no ipcToken), newest first" \
     jeval '[{k:v for k,v in json.load(open(env[t+"_RECORD"])).items() if k!="ipcToken"} for t in "BA"]==L(env["TMP"]+"/ps.json")'
 check "ps: sanitizers clean" sanitizer_clean "$TMP/ps.err"
 
-QWEN_CLI_JS=${QWEN_CLI_JS:-/tmp/scratch/qwen/node_modules/@qwen-code/qwen-code/cli.js}
+if [ -z "${QWEN_CLI_JS:-}" ]; then
+    # The pinned CLI, installed once into target/e2e/qwen (as the e2e suites do).
+    need_python_and_node
+    if ensure_qwen; then QWEN_CLI_JS=$QWEN_PKG/cli.js; else QWEN_CLI_JS=""; fi
+fi
 QWEN_CMD=()
 if [ -f "$QWEN_CLI_JS" ] && command -v node >/dev/null 2>&1; then
     QWEN_CMD=(node "$QWEN_CLI_JS")
@@ -139,7 +144,7 @@ if [ ${#QWEN_CMD[@]} -gt 0 ]; then
     check "real CLI: qwen sessions ps --json prints the same lines as ours" \
         diff "$TMP/qwen-ps.json" "$TMP/ps.json"
 else
-    skip "real CLI ps comparison (no $QWEN_CLI_JS and no qwen on PATH)"
+    check "real CLI ps comparison: the pinned CLI could be installed" false
 fi
 
 # ---------------------------------------------------------------------------
