@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[allow(dead_code)] // shared with the other benches; not every helper is used here
 mod common;
 use common::*;
 
@@ -154,55 +155,6 @@ impl Body {
                 Ok(Some(piece))
             }
         }
-    }
-}
-
-fn bad(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
-}
-
-/// A line without its CRLF.
-fn read_line(r: &mut BufReader<TcpStream>) -> io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
-    }
-    while line.ends_with('\n') || line.ends_with('\r') {
-        line.pop();
-    }
-    Ok(line)
-}
-
-/// Incremental `text/event-stream` parser: yields the `data` of every complete event.
-#[derive(Default)]
-struct SseParser {
-    buf: String,
-}
-
-impl SseParser {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend(
-            String::from_utf8_lossy(bytes)
-                .chars()
-                .filter(|&c| c != '\r'),
-        );
-        let mut out = Vec::new();
-        while let Some(end) = self.buf.find("\n\n") {
-            let block: String = self.buf.drain(..end + 2).collect();
-            let mut data = Vec::new();
-            for line in block.lines() {
-                if let Some(rest) = line.strip_prefix("data:") {
-                    data.push(rest.strip_prefix(' ').unwrap_or(rest));
-                }
-            }
-            if !(data.is_empty() || data.len() == 1 && data[0].is_empty()) {
-                out.push(data.join("\n"));
-            }
-        }
-        out
     }
 }
 

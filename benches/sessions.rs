@@ -71,6 +71,7 @@ use qwen_companion::sessions::{
 };
 use serde_json::{json, Value};
 
+#[allow(dead_code)] // shared with the other benches; not every helper is used here
 mod common;
 use common::*;
 

@@ -1,10 +1,11 @@
-//! Helpers shared by the benchmark binaries (`benches/ide.rs`, `benches/sessions.rs`): env knobs,
+//! Helpers shared by the benchmark binaries (`benches/*.rs`): env knobs, raw HTTP/SSE reading,
 //! percentiles, table cells, PASS/MISS lines, the load average, the node baselines' binary and
 //! their dependencies, and stopping a child process (asked to quit, then killed by PID).
 //!
 //! Included by each bench as `mod common;` (cargo does not treat this file as a bench target).
 
-use std::io::Write;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread;
@@ -149,4 +150,55 @@ pub fn quit_child(child: &mut Child, stdin: &mut ChildStdin, grace: Duration) {
     }
     let _ = child.kill(); // by PID
     let _ = child.wait();
+}
+
+// ======================================================================= raw HTTP / SSE reading
+
+pub fn bad(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// A line without its CRLF; EOF is an error.
+pub fn read_line(r: &mut BufReader<TcpStream>) -> io::Result<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed",
+        ));
+    }
+    while line.ends_with('\n') || line.ends_with('\r') {
+        line.pop();
+    }
+    Ok(line)
+}
+
+/// Incremental `text/event-stream` parser: yields the `data` of every complete event (events
+/// without data, such as a priming event, are skipped).
+#[derive(Default)]
+pub struct SseParser {
+    buf: String,
+}
+
+impl SseParser {
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.buf.extend(
+            String::from_utf8_lossy(bytes)
+                .chars()
+                .filter(|&c| c != '\r'),
+        );
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.find("\n\n") {
+            let block: String = self.buf.drain(..end + 2).collect();
+            let data: Vec<&str> = block
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !(data.is_empty() || data.len() == 1 && data[0].is_empty()) {
+                out.push(data.join("\n"));
+            }
+        }
+        out
+    }
 }

@@ -3,64 +3,17 @@
 //! `text/event-stream`, chunked or with a length. A session is `initialize` →
 //! `notifications/initialized` (must be 202) → `tools/list` (must list the tool), then POSTs.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::common::{bad, read_line, SseParser};
+
 /// The protocol version the client asks for (the server's answer is then sent back on every
 /// request in `Mcp-Protocol-Version`).
 const PROTOCOL_VERSION: &str = "2025-11-25";
-
-fn bad(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
-}
-
-/// A line without its CRLF; EOF is an error.
-fn read_line(r: &mut BufReader<TcpStream>) -> io::Result<String> {
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
-    }
-    while line.ends_with('\n') || line.ends_with('\r') {
-        line.pop();
-    }
-    Ok(line)
-}
-
-/// Incremental `text/event-stream` parser: yields the `data` of every complete event (events
-/// without data, such as a priming event, are skipped).
-#[derive(Default)]
-struct SseParser {
-    buf: String,
-}
-
-impl SseParser {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend(
-            String::from_utf8_lossy(bytes)
-                .chars()
-                .filter(|&c| c != '\r'),
-        );
-        let mut out = Vec::new();
-        while let Some(end) = self.buf.find("\n\n") {
-            let block: String = self.buf.drain(..end + 2).collect();
-            let data: Vec<&str> = block
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if !(data.is_empty() || data.len() == 1 && data[0].is_empty()) {
-                out.push(data.join("\n"));
-            }
-        }
-        out
-    }
-}
 
 pub struct Response {
     pub status: u16,
