@@ -544,13 +544,7 @@ pub unsafe extern "C" fn qc_companion_next_event(
     boundary(error, || {
         out_arg(out_json, "out_json")?;
         let event = companion(c)?.poll_event()?;
-        // SAFETY: checked non-NULL.
-        unsafe {
-            *out_json = match event {
-                Some(e) => to_c_string(e.to_string()),
-                None => std::ptr::null_mut(),
-            }
-        };
+        write_optional_json(out_json, event);
         Ok(())
     })
 }

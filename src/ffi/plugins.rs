@@ -1015,13 +1015,7 @@ pub unsafe extern "C" fn qc_plugin_host_next_event(
             q.prune();
             q.pop()
         };
-        // SAFETY: checked non-NULL.
-        unsafe {
-            *out_json = match event {
-                Some(v) => to_c_string(v.to_string()),
-                None => std::ptr::null_mut(),
-            }
-        };
+        write_optional_json(out_json, event);
         Ok(())
     })
 }

@@ -161,6 +161,17 @@ pub(crate) fn value_result<T>(
     })
 }
 
+/// Writes a pulled event to a checked, non-NULL `out`: an owned JSON
+/// string, or NULL when no event waits.
+pub(crate) fn write_optional_json(out: *mut *mut c_char, value: Option<serde_json::Value>) {
+    let ptr = match value {
+        Some(v) => to_c_string(v.to_string()),
+        None => std::ptr::null_mut(),
+    };
+    // SAFETY: the caller checked `out` non-NULL.
+    unsafe { out.write(ptr) };
+}
+
 /// Serialises `value` to an owned JSON string in `out`.
 pub(crate) fn write_json<T: serde::Serialize + ?Sized>(
     out: *mut *mut c_char,
