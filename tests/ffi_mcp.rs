@@ -170,7 +170,11 @@ fn start_info_request_stop_and_free() {
     let port = info["port"].as_u64().unwrap() as u16;
     assert_eq!(info["url"], json!(format!("http://127.0.0.1:{port}/mcp")));
     assert_eq!(info["serverName"], "qwen-companion-plugins");
-    assert_eq!(info["env"], json!({}), "the bridge needs no terminal env");
+    assert_eq!(
+        info["env"],
+        json!({"QWEN_COMPANION_PLUGINS_PID": std::process::id().to_string()}),
+        "a terminal's bridge prefers this process's server"
+    );
     let auth = info["headers"]["Authorization"].as_str().unwrap();
     let token = auth.strip_prefix("Bearer ").expect("a bearer header");
     assert_eq!(token.len(), 64, "{token}");

@@ -438,6 +438,48 @@ fn cancelled_ends_the_plugin_call() {
 }
 
 #[test]
+fn a_client_that_drops_its_call_stream_ends_the_plugin_call() {
+    use std::io::Write;
+    let f = Fixture::new("drop", &["com.example.todo"]);
+    let mut c = f.client();
+    let body = json!({"jsonrpc":"2.0","id":42,"method":"tools/call",
+        "params":{"name":"todo_slow","arguments":{"ms": 1500}}})
+    .to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        c.port,
+        c.token,
+        c.session.as_deref().unwrap(),
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    assert!(common::wait_until(Duration::from_secs(8), || f
+        .host
+        .running_pid("com.example.todo")
+        .is_some()));
+    std::thread::sleep(Duration::from_millis(200));
+    // Gone without a word: nobody will read the answer, so the host gives
+    // the call up (the plugin's answer then arrives late).
+    drop(s);
+    assert!(
+        common::wait_until(Duration::from_secs(5), || f
+            .host
+            .stats("com.example.todo")
+            .unwrap()["lateReplies"]
+            == 1),
+        "{}",
+        f.host.stats("com.example.todo").unwrap()
+    );
+    // The session goes on: the next call is answered.
+    let r = c.tool("todo_echo", json!({"q": "after"}));
+    assert_eq!(r["isError"], false, "{r}");
+}
+
+#[test]
 fn auth_matrix_and_lock_file() {
     let f = Fixture::new("auth", &[]);
     let port = f.server.port().unwrap();

@@ -4,8 +4,10 @@
 //! stdio (one message per line) and the server's streamable HTTP endpoint.
 //!
 //! - Discovery: `<qwen_home>/companion/plugins-mcp/*.lock` (see
-//!   `qwen_companion::mcp_bridge::discovery`): live pid, workspace
-//!   containing the working directory first, then the newest.
+//!   `qwen_companion::mcp_bridge::discovery`): live pid; the IDE named by
+//!   `QWEN_COMPANION_PLUGINS_PID` (set in the terminals an IDE starts)
+//!   first, then a workspace containing the working directory, then the
+//!   newest.
 //! - No running IDE (or one that refuses us): one line on stderr saying so
 //!   and exit status 1, before any MCP message is answered. Qwen Code shows
 //!   the server disconnected and retries later; a stdio server never enters
@@ -378,7 +380,8 @@ fn main() {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], l.port));
         TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
     };
-    let Some(lock) = discovery::candidates(&dir, &cwd)
+    let preferred = discovery::preferred_pid_from_env();
+    let Some(lock) = discovery::candidates_preferring(&dir, &cwd, preferred)
         .into_iter()
         .find(reachable)
     else {

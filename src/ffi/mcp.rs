@@ -9,7 +9,9 @@
 //! `<qwen home>/companion/plugins-mcp/<pid>.lock` (port and token, written
 //! while the server runs), so the entry holds no port and no token, and a
 //! terminal needs no environment variable: `qwen` started from any terminal
-//! inside the workspace finds the IDE. (Qwen Code turns any 401 of an
+//! inside the workspace finds the IDE (a terminal the IDE starts carries
+//! `QWEN_COMPANION_PLUGINS_PID`, the `env` of `qc_plugin_host_mcp_info`, so
+//! its `qwen` reaches this IDE first). (Qwen Code turns any 401 of an
 //! `httpUrl` server into an OAuth prompt, and a project-scope approval is a
 //! hash of the expanded entry: an entry with the port and token in it would
 //! break on every IDE restart. The bridge keeps the entry the same text.)
@@ -128,14 +130,18 @@ pub unsafe extern "C" fn qc_plugin_host_mcp_stop(
 /// `*out_json` (owned; free with `qc_string_free`) receives what a client
 /// of the running server needs:
 /// `{"url":"http://127.0.0.1:PORT/mcp","port":PORT,
-///   "headers":{"Authorization":"Bearer TOKEN"},"env":{},
+///   "headers":{"Authorization":"Bearer TOKEN"},
+///   "env":{"QWEN_COMPANION_PLUGINS_PID":"PID"},
 ///   "lockFile":PATH,"serverName":"qwen-companion-plugins",
 ///   "tools":[MCP tool names, as `tools/list` gives them now],
 ///   "sessions":N}`.
-/// `env` is always empty: Qwen Code reaches the server through the
-/// `qc-mcp-bridge` entry (`qc_mcp_register`), which reads the lock file, so
-/// a terminal needs no variable. The token is a secret: give it only to a
-/// client you start yourself. `QC_NOT_RUNNING` when the server does not run.
+/// `env` is what the terminals the IDE starts should carry: Qwen Code
+/// reaches the server through the `qc-mcp-bridge` entry
+/// (`qc_mcp_register`), which reads the lock file, so a terminal needs no
+/// variable to find *an* IDE of its folder; with `env` the bridge of a
+/// `qwen` in this IDE's terminal picks this IDE's server first even when
+/// another IDE is open on the same folder. It holds no secret. The token
+/// is a secret: give it only to a client you start yourself. `QC_NOT_RUNNING` when the server does not run.
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_mcp_info(
     h: *const qc_plugin_host,
@@ -160,7 +166,7 @@ pub unsafe extern "C" fn qc_plugin_host_mcp_info(
             "url": format!("http://127.0.0.1:{port}/mcp"),
             "port": port,
             "headers": {"Authorization": format!("Bearer {token}")},
-            "env": {},
+            "env": server.terminal_env()?,
             "lockFile": lock_file,
             "serverName": SERVER_NAME,
             "tools": tools,

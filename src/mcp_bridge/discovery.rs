@@ -4,14 +4,35 @@
 //!
 //! A lock file counts only when it parses, names a port and a token, and
 //! its `pid` is alive (a stale file of a crashed IDE is skipped). Among
-//! those, the servers whose `workspacePaths` contain the bridge's working
-//! directory come first, then the newest file (modification time); when
-//! none contains it, the newest live server is used.
+//! those, the server of the IDE named by [`PREFERRED_PID_ENV`] comes first
+//! (a terminal the IDE started carries it, so two IDEs open on the same
+//! folder each reach their own plugins), then the servers whose
+//! `workspacePaths` contain the bridge's working directory, then the newest
+//! file (modification time); when none contains it, the newest live server
+//! is used. A variable naming an IDE that is gone changes nothing: the
+//! bridge falls back to the working directory as in any other terminal.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde_json::Value;
+
+/// The variable a terminal started by the IDE carries (the `env` of
+/// `qc_plugin_host_mcp_info`): the pid of the IDE whose plugin MCP server
+/// the bridge should use first. Qwen Code passes its environment to the
+/// stdio servers it starts (minus a few of its own secrets), so the bridge
+/// sees it.
+pub const PREFERRED_PID_ENV: &str = "QWEN_COMPANION_PLUGINS_PID";
+
+/// The pid [`PREFERRED_PID_ENV`] holds (`None` when unset, empty, or not a
+/// positive number: a malformed value is ignored, never an error).
+pub fn preferred_pid_from_env() -> Option<i32> {
+    parse_pid(std::env::var(PREFERRED_PID_ENV).ok()?.as_str())
+}
+
+fn parse_pid(v: &str) -> Option<i32> {
+    v.trim().parse::<i32>().ok().filter(|&p| p > 0)
+}
 
 /// A live plugin MCP server, as its lock file describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,10 +100,16 @@ pub fn contains(root: &str, dir: &Path) -> bool {
 /// Every live server's lock in `dir`, best first for a bridge running in
 /// `cwd`. A missing directory is no server.
 pub fn candidates(dir: &Path, cwd: &Path) -> Vec<LockInfo> {
+    candidates_preferring(dir, cwd, None)
+}
+
+/// [`candidates`], with the live server of the process `preferred` (see
+/// [`PREFERRED_PID_ENV`]) first whatever its workspace.
+pub fn candidates_preferring(dir: &Path, cwd: &Path, preferred: Option<i32>) -> Vec<LockInfo> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut found: Vec<(bool, SystemTime, LockInfo)> = Vec::new();
+    let mut found: Vec<(bool, bool, SystemTime, LockInfo)> = Vec::new();
     for e in entries.flatten() {
         let path = e.path();
         if path.extension().and_then(|x| x.to_str()) != Some("lock") {
@@ -106,10 +133,11 @@ pub fn candidates(dir: &Path, cwd: &Path) -> Vec<LockInfo> {
         }
         let inside = info.workspace_paths.iter().any(|r| contains(r, cwd));
         let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        found.push((inside, mtime, info));
+        let wanted = preferred == Some(info.pid);
+        found.push((wanted, inside, mtime, info));
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    found.into_iter().map(|(_, _, i)| i).collect()
+    found.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
+    found.into_iter().map(|(_, _, _, i)| i).collect()
 }
 
 #[cfg(test)]
@@ -168,5 +196,40 @@ mod tests {
         assert!(candidates(&dir.join("missing"), Path::new("/")).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(pid_alive(me) && !pid_alive(0) && !pid_alive(-5));
+    }
+
+    #[test]
+    fn the_ides_own_server_comes_first_and_a_gone_one_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("qc-disc-pref-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let me = std::process::id() as i32;
+        // Another live process of ours: the test runner's parent is alive.
+        let parent = unsafe { libc::getppid() };
+        let lock = |port: u16, pid: i32, ws: &[&str]| serde_json::json!({"port": port, "authToken": "t", "pid": pid, "workspacePaths": ws});
+        write(&dir, "a.lock", lock(2001, me, &["/proj"]), 1);
+        write(&dir, "b.lock", lock(2002, parent, &["/elsewhere"]), 50);
+        let ports = |cwd: &str, pref: Option<i32>| -> Vec<u16> {
+            candidates_preferring(&dir, Path::new(cwd), pref)
+                .into_iter()
+                .map(|i| i.port)
+                .collect()
+        };
+        assert_eq!(ports("/proj", None), vec![2001, 2002]);
+        assert_eq!(
+            ports("/proj", Some(parent)),
+            vec![2002, 2001],
+            "the env wins over the cwd"
+        );
+        assert_eq!(
+            ports("/proj", Some(i32::MAX)),
+            vec![2001, 2002],
+            "a gone IDE: as without"
+        );
+        assert_eq!(parse_pid(" 42 "), Some(42));
+        for bad in ["", "0", "-3", "x", "42x", "99999999999"] {
+            assert_eq!(parse_pid(bad), None, "{bad:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -45,10 +45,13 @@ use axum::response::Response;
 use axum::Router;
 use once_cell::sync::Lazy;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
+    ClientNotification, ClientRequest, GetMeta, Implementation, ListToolsResult, Notification,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
@@ -62,7 +65,7 @@ use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger};
 use crate::loopback::guard::{OriginPolicy, Policy};
-use crate::loopback::resume::McpSessions;
+use crate::loopback::resume::{DirectRequests, McpSessions};
 use crate::loopback::sessions::{Lifecycle, Sessions};
 use crate::loopback::{self, LimitsConfig};
 use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
@@ -147,25 +150,57 @@ struct ServerState {
     rt: tokio::runtime::Handle,
     /// Calls in progress: their plugin id and where its `ui_push`es go.
     calls: Mutex<HashMap<u64, (String, mpsc::Sender<PluginEvent>)>>,
+    /// Calls answered directly ([`Direct`]), by (session, request id): what
+    /// their `notifications/cancelled` cancels.
+    direct_calls: Mutex<HashMap<(String, RequestId), CancellationToken>>,
     next_call: AtomicU64,
     /// The names last listed (to send `list_changed` only on a change).
     last_listed: Mutex<Vec<String>>,
+    /// Bumped by the host listener whenever the plugins (or their enabled
+    /// flags) may have changed; the cached listing is valid for one value.
+    generation: AtomicU64,
+    /// The listing built for `generation` (building it walks every
+    /// manifest, converts and checks every schema and hashes names: a
+    /// `tools/call` must not pay that).
+    cached: Mutex<Option<(u64, Arc<tools::Listing>)>>,
 }
 
 impl ServerState {
     /// The current listing; `log` reports each tool left out (done for
     /// `tools/list` only, so calls and change checks do not repeat it).
-    fn listing_logged(&self, log: bool) -> tools::Listing {
-        tools::listing(&self.host, |plugin, tool, why| {
+    /// Always built afresh (and cached), the tools left out logged.
+    fn listing_logged(&self, log: bool) -> Arc<tools::Listing> {
+        // Read before building: a change during the build bumps it again,
+        // so what we store is never taken for the newer state.
+        let generation = self.generation.load(Ordering::SeqCst);
+        let built = Arc::new(tools::listing(&self.host, |plugin, tool, why| {
             if log {
                 self.logger
                     .warn(|| format!("tool {tool} of plugin {plugin} is not listed: {why}"));
             }
-        })
+        }));
+        let mut cached = lock(&self.cached);
+        if self.generation.load(Ordering::SeqCst) == generation {
+            *cached = Some((generation, built.clone()));
+        }
+        built
     }
 
-    fn listing(&self) -> tools::Listing {
+    /// The listing for the host's current state, from the cache when no
+    /// change was signalled since it was built.
+    fn listing(&self) -> Arc<tools::Listing> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        if let Some((g, l)) = lock(&self.cached).as_ref() {
+            if *g == generation {
+                return l.clone();
+            }
+        }
         self.listing_logged(false)
+    }
+
+    /// The host's plugins may have changed: the cache is stale.
+    fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     fn names(listing: &tools::Listing) -> Vec<String> {
@@ -222,12 +257,16 @@ impl HostListener for Listener {
                     }
                 }
             }
-            PluginEvent::Disabled { .. } => state.tools_maybe_changed(),
+            PluginEvent::Disabled { .. } => {
+                state.invalidate();
+                state.tools_maybe_changed()
+            }
             _ => {}
         }
     }
     fn plugins_changed(&self) {
         if let Some(state) = self.0.upgrade() {
+            state.invalidate();
             state.tools_maybe_changed();
         }
     }
@@ -338,6 +377,9 @@ impl PluginMcpServer {
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(1),
             last_listed: Mutex::new(Vec::new()),
+            generation: AtomicU64::new(0),
+            cached: Mutex::new(None),
+            direct_calls: Mutex::new(HashMap::new()),
         });
         *lock(&state.last_listed) = ServerState::names(&state.listing());
         let cancel = CancellationToken::new();
@@ -345,6 +387,7 @@ impl PluginMcpServer {
         // Our reaper closes sessions (rmcp's inactivity timer would cut a
         // healthy stream-less client between two calls).
         manager.0.session_config.keep_alive = None;
+        manager.set_direct(Arc::new(Direct(Arc::downgrade(&state))));
         let manager = Arc::new(manager);
         let app = router(
             state.clone(),
@@ -432,6 +475,24 @@ impl PluginMcpServer {
         self.running(|r| r.lock_path.clone())
     }
 
+    /// What a terminal the IDE starts should carry so that the
+    /// `qc-mcp-bridge` run by a `qwen` in it reaches this server first,
+    /// even when another IDE is open on the same folder:
+    /// `{"QWEN_COMPANION_PLUGINS_PID": "<this process's pid>"}` (the pid the
+    /// lock file names; see `discovery::PREFERRED_PID_ENV`). It holds no
+    /// secret: the bridge still reads the port and token from the lock file.
+    pub fn terminal_env(&self) -> Result<serde_json::Map<String, Value>> {
+        self.running(|_| ())?;
+        let mut env = serde_json::Map::new();
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        env.insert(
+            super::discovery::PREFERRED_PID_ENV.to_string(),
+            Value::String(pid.to_string()),
+        );
+        Ok(env)
+    }
+
     /// Number of MCP sessions known to the server.
     pub fn session_count(&self) -> usize {
         self.state.sessions.len()
@@ -439,7 +500,7 @@ impl PluginMcpServer {
 
     /// The `tools/list` result the server would give now.
     pub fn tools(&self) -> Vec<Value> {
-        self.state.listing().tools
+        self.state.listing().tools.clone()
     }
 
     /// Removes the lock file, closes every session and stops the server.
@@ -535,50 +596,249 @@ struct PluginsMcp {
     state: Arc<ServerState>,
 }
 
-impl PluginsMcp {
-    /// `context.cwd` for a call of this session: its first root when the
+/// Where a call's progress notifications go.
+enum Progress {
+    /// rmcp's handler: through the request's peer.
+    Peer(Peer<RoleServer>),
+    /// A direct answer ([`Direct`]): onto the request's own SSE stream.
+    Stream(mpsc::Sender<ServerSseMessage>),
+}
+
+impl Progress {
+    async fn send(&self, param: ProgressNotificationParam) {
+        match self {
+            Progress::Peer(peer) => {
+                let _ = peer.notify_progress(param).await;
+            }
+            Progress::Stream(tx) => {
+                let note = ServerNotification::ProgressNotification(Notification::new(param));
+                let _ = tx
+                    .send(ServerSseMessage::from_message(
+                        ServerJsonRpcMessage::notification(note),
+                    ))
+                    .await;
+            }
+        }
+    }
+}
+
+impl ServerState {
+    /// `context.cwd` for a call of session `sid`: its first root when the
     /// client declared `roots`, else the host's workspace root. (rmcp marks
     /// roots deprecated by a later MCP revision; Qwen Code 0.24.4 uses them.)
     #[allow(deprecated)]
-    async fn cwd(&self, context: &RequestContext<RoleServer>) -> String {
-        let fallback = self.state.host.workspace_root();
-        let declared = context
-            .peer
+    async fn cwd(&self, peer: &Peer<RoleServer>, sid: Option<&str>) -> String {
+        let fallback = self.host.workspace_root();
+        let declared = peer
             .peer_info()
             .is_some_and(|i| i.capabilities.roots.is_some());
         if !declared {
             return fallback;
         }
-        let sid = session_id(&context.extensions).map(str::to_string);
-        if let Some(sid) = &sid {
-            if let Some(e) = self.state.sessions.lock().get(sid) {
+        if let Some(sid) = sid {
+            if let Some(e) = self.sessions.lock().get(sid) {
                 if let Some(cached) = &e.data.root {
                     return cached.clone().unwrap_or(fallback);
                 }
             }
         }
-        let root = match tokio::time::timeout(ROOTS_TIMEOUT, context.peer.list_roots()).await {
+        let root = match tokio::time::timeout(ROOTS_TIMEOUT, peer.list_roots()).await {
             Ok(Ok(r)) => r.roots.iter().find_map(|r| tools::uri_path(&r.uri)),
             Ok(Err(e)) => {
-                self.state
-                    .logger
+                self.logger
                     .warn(|| format!("roots/list failed: {e}; using the workspace root"));
                 None
             }
             Err(_) => {
-                self.state.logger.warn(|| {
+                self.logger.warn(|| {
                     "roots/list was not answered in time; using the workspace root".into()
                 });
                 None
             }
         };
-        if let Some(sid) = &sid {
-            let mut map = self.state.sessions.lock();
+        if let Some(sid) = sid {
+            let mut map = self.sessions.lock();
             if let Some(e) = map.get_mut(sid) {
                 e.data.root = Some(root.clone());
             }
         }
         root.unwrap_or(fallback)
+    }
+
+    /// One `tools/call` of session `sid`, however it arrived (rmcp's handler
+    /// or [`Direct`]). `None`: cancelled before its end.
+    async fn run_call(
+        &self,
+        peer: &Peer<RoleServer>,
+        sid: Option<&str>,
+        request: CallToolRequestParams,
+        progress_token: Option<ProgressToken>,
+        progress: Progress,
+        cancel: &CancellationToken,
+    ) -> Option<CallToolResult> {
+        let listing = self.listing();
+        let name = request.name.as_ref();
+        if name == tools::STATUS_TOOL {
+            return Some(tools::status(&self.host, &listing));
+        }
+        let Some((plugin, tool)) = listing.lookup(name) else {
+            return Some(tools::gone(name));
+        };
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let cwd = self.cwd(peer, sid).await;
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
+        let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).insert(call_id, (plugin.clone(), tx));
+        let _slot = CallSlot(self, call_id);
+        self.logger
+            .debug(|| format!("tools/call {name} → {plugin}/{tool} (cwd {cwd})"));
+        let call = self.host.call_tool_async(
+            &plugin,
+            &tool,
+            args,
+            CallOptions {
+                cwd: Some(cwd.clone()),
+                timeout: None,
+            },
+        );
+        tokio::pin!(call);
+        let mut count = 0u32;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut call => break Some(r),
+                _ = cancel.cancelled() => break None,
+                Some(event) = rx.recv() => {
+                    let (Some(token), PluginEvent::UiPush { channel, payload, .. }) =
+                        (&progress_token, &event) else { continue };
+                    count += 1;
+                    let mut message = format!("{channel}: {payload}");
+                    if message.len() > 1000 {
+                        let mut cut = 1000;
+                        while !message.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        message.truncate(cut);
+                        message.push('…');
+                    }
+                    let param = ProgressNotificationParam::new(token.clone(), count as f64)
+                        .with_message(message);
+                    progress.send(param).await;
+                }
+            }
+        };
+        match outcome {
+            Some(Ok(out)) => Some(tools::output(&out, &cwd)),
+            Some(Err(e)) => {
+                self.logger.info(|| format!("tools/call {name}: {e}"));
+                Some(tools::call_error(&e))
+            }
+            None => {
+                self.logger
+                    .info(|| format!("tools/call {name}: cancelled by the client"));
+                None
+            }
+        }
+    }
+}
+
+/// `tools/call` answered without rmcp's session worker and service task
+/// (see [`DirectRequests`]): for a session that finished its handshake
+/// (its peer is known), the call runs in its own task and its progress
+/// notifications and result go straight onto the request's SSE stream.
+/// `notifications/cancelled` for it, or the client dropping the stream,
+/// ends it. Everything else goes to rmcp.
+struct Direct(Weak<ServerState>);
+
+/// Removes a direct call from the table when it ends (even by drop).
+struct DirectSlot(Arc<ServerState>, (String, RequestId));
+
+impl Drop for DirectSlot {
+    fn drop(&mut self) {
+        lock(&self.0.direct_calls).remove(&self.1);
+    }
+}
+
+impl DirectRequests for Direct {
+    fn request(
+        &self,
+        session: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> std::result::Result<mpsc::Receiver<ServerSseMessage>, Box<ClientJsonRpcMessage>> {
+        let Some(state) = self.0.upgrade() else {
+            return Err(Box::new(message));
+        };
+        let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
+            if matches!(r.request, ClientRequest::CallToolRequest(_)));
+        let peer = if is_call {
+            state
+                .sessions
+                .lock()
+                .get(session.as_ref())
+                .and_then(|e| e.data.peer.clone())
+        } else {
+            None
+        };
+        let Some(peer) = peer else {
+            return Err(Box::new(message));
+        };
+        let ClientJsonRpcMessage::Request(request) = message else {
+            unreachable!("checked above");
+        };
+        let id = request.id;
+        // rmcp keeps the request's `_meta` in its extensions.
+        let token = request.request.get_meta().get_progress_token();
+        let ClientRequest::CallToolRequest(call) = request.request else {
+            unreachable!("checked above");
+        };
+        let params = call.params;
+        let sid = session.to_string();
+        let key = (sid.clone(), id.clone());
+        let cancel = CancellationToken::new();
+        lock(&state.direct_calls).insert(key.clone(), cancel.clone());
+        // Room for the progress queue and the answer.
+        let (tx, rx) = mpsc::channel(PROGRESS_QUEUE + 1);
+        let rt = state.rt.clone();
+        rt.spawn(async move {
+            let slot = DirectSlot(state, key);
+            let state = &slot.0;
+            let outcome = tokio::select! {
+                r = state.run_call(&peer, Some(&sid), params, token,
+                    Progress::Stream(tx.clone()), &cancel) => r,
+                _ = tx.closed() => {
+                    state.logger.info(|| "tools/call: the client closed its stream; \
+                        the call is given up".to_string());
+                    None
+                }
+            };
+            if let Some(result) = outcome {
+                let answer =
+                    ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id);
+                let _ = tx.send(ServerSseMessage::from_message(answer)).await;
+            }
+        });
+        Ok(rx)
+    }
+
+    fn notification(&self, session: &SessionId, message: &ClientJsonRpcMessage) -> bool {
+        let ClientJsonRpcMessage::Notification(n) = message else {
+            return false;
+        };
+        let ClientNotification::CancelledNotification(c) = &n.notification else {
+            return false;
+        };
+        let (Some(state), Some(id)) = (self.0.upgrade(), c.params.request_id.clone()) else {
+            return false;
+        };
+        let found = lock(&state.direct_calls)
+            .get(&(session.to_string(), id))
+            .cloned();
+        match found {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -608,76 +868,24 @@ impl ServerHandler for PluginsMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, McpError> {
-        let state = &self.state;
-        let listing = state.listing();
-        let name = request.name.as_ref();
-        if name == tools::STATUS_TOOL {
-            return Ok(CallToolResponse::Complete(tools::status(
-                &state.host,
-                &listing,
-            )));
+        let sid = session_id(&context.extensions).map(str::to_string);
+        let token = context.meta.get_progress_token();
+        let progress = Progress::Peer(context.peer.clone());
+        match self
+            .state
+            .run_call(
+                &context.peer,
+                sid.as_deref(),
+                request,
+                token,
+                progress,
+                &context.ct,
+            )
+            .await
+        {
+            Some(result) => Ok(CallToolResponse::Complete(result)),
+            None => Err(McpError::internal_error("the call was cancelled", None)),
         }
-        let Some((plugin, tool)) = listing.lookup(name) else {
-            return Ok(CallToolResponse::Complete(tools::gone(name)));
-        };
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let cwd = self.cwd(&context).await;
-        let progress_token = context.meta.get_progress_token();
-        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
-        let call_id = state.next_call.fetch_add(1, Ordering::Relaxed);
-        lock(&state.calls).insert(call_id, (plugin.clone(), tx));
-        let _slot = CallSlot(state, call_id);
-        state
-            .logger
-            .debug(|| format!("tools/call {name} → {plugin}/{tool} (cwd {cwd})"));
-        let call = state.host.call_tool_async(
-            &plugin,
-            &tool,
-            args,
-            CallOptions {
-                cwd: Some(cwd.clone()),
-                timeout: None,
-            },
-        );
-        tokio::pin!(call);
-        let mut progress = 0u32;
-        let outcome = loop {
-            tokio::select! {
-                r = &mut call => break Some(r),
-                _ = context.ct.cancelled() => break None,
-                Some(event) = rx.recv() => {
-                    let (Some(token), PluginEvent::UiPush { channel, payload, .. }) =
-                        (&progress_token, &event) else { continue };
-                    progress += 1;
-                    let mut message = format!("{channel}: {payload}");
-                    if message.len() > 1000 {
-                        let mut cut = 1000;
-                        while !message.is_char_boundary(cut) {
-                            cut -= 1;
-                        }
-                        message.truncate(cut);
-                        message.push('…');
-                    }
-                    let param = ProgressNotificationParam::new(token.clone(), progress as f64)
-                        .with_message(message);
-                    let _ = context.peer.notify_progress(param).await;
-                }
-            }
-        };
-        let result = match outcome {
-            Some(Ok(out)) => tools::output(&out, &cwd),
-            Some(Err(e)) => {
-                state.logger.info(|| format!("tools/call {name}: {e}"));
-                tools::call_error(&e)
-            }
-            None => {
-                state
-                    .logger
-                    .info(|| format!("tools/call {name}: cancelled by the client"));
-                return Err(McpError::internal_error("the call was cancelled", None));
-            }
-        };
-        Ok(CallToolResponse::Complete(result))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -171,8 +171,8 @@ peer_attach serve "$SPID" "$TMP/serve.in"
 expect_ready "$TMP/serve.out" "serve: ready event" "$TMP/serve.err"
 check "serve: ready names the session folder and the plugins" \
     jeval 'd["cwd"]==env["TMP"]+"/session" and "com.example.full" in d["plugins"] and d["pluginsDir"]==env["DIR"]' "$READY"
-check "serve: ready carries the plugin MCP server (url, bearer header, empty env, lock file, tools)" \
-    jeval '(lambda m: m["serverName"]=="qwen-companion-plugins" and m["url"].startswith("http://127.0.0.1:") and m["url"].endswith("/mcp") and m["headers"]["Authorization"].startswith("Bearer ") and m["env"]=={} and m["lockFile"].startswith(env["QWEN_HOME"]+"/companion/plugins-mcp/") and "hello_say_hello" in m["tools"] and "plugins-status" in m["tools"])(d["mcp"])' "$READY"
+check "serve: ready carries the plugin MCP server (url, bearer header, env naming the demo's pid, lock file, tools)" \
+    jeval '(lambda m: m["serverName"]=="qwen-companion-plugins" and m["url"].startswith("http://127.0.0.1:") and m["url"].endswith("/mcp") and m["headers"]["Authorization"].startswith("Bearer ") and m["env"]=={"QWEN_COMPANION_PLUGINS_PID": m["lockFile"].rsplit("/",1)[1][:-len(".lock")]} and m["lockFile"].startswith(env["QWEN_HOME"]+"/companion/plugins-mcp/") and "hello_say_hello" in m["tools"] and "plugins-status" in m["tools"])(d["mcp"])' "$READY"
 MCP_LOCK=$(client get "$READY" mcp lockFile)
 export MCP_LOCK
 check "serve: the MCP lock file exists" test -f "$MCP_LOCK"

@@ -74,9 +74,10 @@ def test_mcp_start_info_list_stop(host, tmp_path):
     assert info["sessions"] == 0
     assert info["url"] == "http://127.0.0.1:{}/mcp".format(info["port"])
     assert info["serverName"] == "qwen-companion-plugins"
-    assert info["env"] == {}
+    assert info["env"] == {"QWEN_COMPANION_PLUGINS_PID": str(os.getpid())}
     token = info["headers"]["Authorization"][len("Bearer "):]
     lock = json.load(open(info["lockFile"]))
+    assert str(lock["pid"]) == info["env"]["QWEN_COMPANION_PLUGINS_PID"]
     assert lock["port"] == info["port"] and lock["authToken"] == token
     assert stat.S_IMODE(os.stat(info["lockFile"]).st_mode) == 0o600
     assert "hello_say_hello" in info["tools"] and "plugins-status" in info["tools"]
