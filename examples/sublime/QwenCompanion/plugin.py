@@ -637,18 +637,51 @@ def companion_for(window, create=True):
     with _lock:
         wc = _companions.get(window.id())
         if wc is None and create and _loaded[0] and window.id() not in _closing:
-            try:
-                wc = WindowCompanion(window)
-            except Exception as e:  # binding or library problem: say it once per window
-                log("cannot start for window {}: {}".format(window.id(), e))
+            wc = _new_companion(window)
+            if wc is None:
                 return None
-            _companions[window.id()] = wc
-            sublime.set_timeout(lambda: _notify_open(wc), 0)
-            try:
-                log("window {} listening on port {} ({})".format(window.id(), wc.companion.port, wc.companion.lock_file))
-            except Exception:
-                pass
+            _register(wc)
         return wc
+
+
+def _new_companion(window):
+    """A new WindowCompanion, or None (the error logged, and shown once)."""
+    try:
+        return WindowCompanion(window)
+    except Exception as e:  # binding, library or settings problem
+        _hosts.fail("cannot start for window {}: {}".format(window.id(), e))
+        return None
+
+
+def _register(wc):
+    with _lock:
+        _companions[wc.window_id] = wc
+    sublime.set_timeout(lambda: _notify_open(wc), 0)
+    log("window {} listening on port {} ({})".format(wc.window_id, wc.port, wc.companion.lock_file))
+
+
+def _feed(wc, window):
+    """Reports the window's views to a new companion."""
+    for view in window_views(window):
+        safely(wc.sync_view, view)
+    active = window.active_view()
+    if active is not None:
+        safely(wc.view_activated, active)
+
+
+def replace_companion(window):
+    """A settings change: the window gets a companion built with the new
+    settings; if that fails the old one keeps running (nothing is lost)."""
+    with _lock:
+        old = _companions.get(window.id())
+    new = _new_companion(window)
+    if new is None:
+        return old
+    if old is not None:
+        close_window_companion(window.id())
+    _register(new)
+    _feed(new, window)
+    return new
 
 
 def companion_for_view(view):
@@ -704,11 +737,7 @@ def start_companion(window):
     wc = companion_for(window)
     if wc is None:
         return None
-    for view in window_views(window):
-        safely(wc.sync_view, view)
-    active = window.active_view()
-    if active is not None:
-        safely(wc.view_activated, active)
+    _feed(wc, window)
     return wc
 
 
@@ -1037,8 +1066,7 @@ def settings_changed():
         log("{} changed: restarting the companions".format(", ".join(changed)))
         for window in sublime.windows():
             if window.id() in _companions:
-                close_window_companion(window.id())
-                start_companion(window)
+                replace_companion(window)
 
 
 # --------------------------------------------------------------------------
