@@ -784,6 +784,10 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
     the async thread held, none of them calls the library or reads a buffer."""
     main = os.path.join(workspace, "main.py")
     view = st.editor.open_file(st.window, main)
+    st.wc()._on_open_diff(main, "proposed\n")  # as the library thread calls it
+    assert st.pump_until(lambda: st.diff_views())
+    (diff,) = st.diff_views()
+    st.window.focus_view(view)
     sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
     rec = st.record()
     reads = []
@@ -802,6 +806,7 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
             hook(st.window, "terminus_open", {"cmd": ["bash"]})
         else:
             hook(view)
+            hook(diff)
     assert rec.calls == [] and reads == []
     assert held  # the work was handed over, not dropped
     listener.on_pre_close_window(st.window)  # last: it retires the companion
@@ -810,6 +815,7 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
         sublime.run_async(fn)
     sublime.wait_async()
     assert ("file_closed", main) in rec.events()
+    assert ("diff_closed", main) in rec.events()
 
 
 # -- issue 12: save accepts ---------------------------------------------------------

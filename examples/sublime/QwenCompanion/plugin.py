@@ -72,9 +72,6 @@ _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may s
 _window_hooks = []  # (on_open, on_close) registered by the package's other modules
 
 
-_UNKNOWN = object()
-
-
 def companion_config(s):
     """The companion's construction settings (a change restarts the companions)."""
     config = {}
@@ -430,7 +427,8 @@ class WindowCompanion(object):
                 discard_diff_view(view)
             return
         (view.window() or window).focus_view(view)
-        keys = settings().get("accept_reject_hint", "ctrl+alt+y / ctrl+alt+n")
+        self.update_status()
+        keys = settings().get("accept_reject_hint", "ctrl+s or ctrl+alt+y / ctrl+alt+n")
         window.status_message(
             "Qwen Code proposes changes to {}: Accept or Reject ({})".format(os.path.basename(path), keys)
         )
@@ -516,12 +514,16 @@ class WindowCompanion(object):
         except _qc.CompanionError:
             return None
 
-    def update_status(self, clients=_UNKNOWN):
-        """Recomputes the status indicator and shows it in the window's active
-        view (from the main thread). ``clients`` is asked of the library when
-        not given: call this off the main thread, or give it."""
-        if clients is _UNKNOWN:
-            clients = self.connected_clients()
+    def update_status(self):
+        """Recomputes the status indicator on the async thread (it asks the
+        library for the CLI count) and shows it in the window's active view
+        from the main thread. Any thread."""
+        sublime.set_timeout_async(self._refresh_status, 0)
+
+    def _refresh_status(self):
+        if self.closed:
+            return
+        clients = self.connected_clients()
         text = _status_mod.status_text(
             clients, self.pending_diffs(), self.last_error or _hosts.error, self.port)
         window_id = self.window_id
