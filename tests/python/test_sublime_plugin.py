@@ -775,8 +775,14 @@ def test_async_handlers_do_the_library_work(st, workspace, monkeypatch):
 
 SYNC_EVENTS = {
     "on_pre_close_window": "window", "on_window_command": "window+command",
-    "on_pre_close": "view", "on_pre_move": "view",
+    "on_post_window_command": "window+command", "on_pre_close": "view", "on_pre_move": "view",
 }
+
+
+def test_every_handler_is_an_event_sublime_text_delivers(st):
+    (listener,) = [x for x in sublime_plugin.listeners() if type(x).__module__ == st.plugin.__name__]
+    handlers = [n for n in dir(listener) if n.startswith("on_")]
+    assert handlers and set(handlers) <= sublime_plugin.ALL_CALLBACKS, set(handlers) - sublime_plugin.ALL_CALLBACKS
 
 
 def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
@@ -804,6 +810,7 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
             continue  # on_pre_close_window: below, last
         elif kind == "window+command":
             hook(st.window, "terminus_open", {"cmd": ["bash"]})
+            hook(st.window, "rename_path", {"paths": [main]})
         else:
             hook(view)
             hook(diff)

@@ -937,14 +937,19 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         if wc is not None:
             safely(wc.refresh_roots, window)
 
-    def on_post_window_command_async(self, window, command_name, args):
+    def on_post_window_command(self, window, command_name, args):
+        """(Sublime Text has no async variant of this one.)"""
         wc = companion_for(window, create=False)
         if wc is None:
             return
-        safely(wc.refresh_roots, window)  # add/remove folder, open project...
-        if command_name in ("rename_path", "rename_file", "save_as", "move_path"):
-            for view in window.views():
-                safely(wc.sync_view, view)
+
+        def work():
+            safely(wc.refresh_roots, window)  # add/remove folder, open project...
+            if command_name in ("rename_path", "rename_file", "save_as", "move_path"):
+                for view in window.views():
+                    safely(wc.sync_view, view)
+
+        sublime.set_timeout_async(work, 0)
 
     def on_window_command(self, window, command_name, args):
         """Gives every Terminus terminal of the window the companion's env
