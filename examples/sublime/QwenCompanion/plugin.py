@@ -642,6 +642,10 @@ def companion_for(window, create=True):
             wc = _new_companion(window)
             if wc is None:
                 return None
+            if not _loaded[0] or window.id() in _closing:
+                # unloaded (or the window closing) while it started on the async thread
+                _close(wc, False)
+                return None
             _register(wc)
         return wc
 
@@ -871,7 +875,9 @@ def plugin_loaded():
     sublime.set_timeout_async(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
         start_companion(window)
-    plugin_host(create=True)
+    # The host's first start copies the bridge and writes ~/.qwen/settings.json:
+    # off the UI thread (a module asking plugin_host() meanwhile waits for it).
+    sublime.set_timeout_async(lambda: plugin_host(create=True), 0)
     watch_settings()
 
 
