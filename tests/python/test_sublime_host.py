@@ -12,10 +12,6 @@ from sublime_harness import st  # noqa: F401 (the fixture; puts the stubs on sys
 
 import sublime  # noqa: E402  (the stub)
 
-HELLO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                     "examples", "plugins", "hello")
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """An isolated HOME (no QWEN_HOME): ~/.qwen is tmp_path/home/.qwen."""
