@@ -337,6 +337,16 @@ def test_inbox_policy_setting(st):
     assert peer.wait(sent["msgId"])["state"] == "delivered"
     assert st.pump_until(lambda: "    hold this" in st.panel())
 
+    s.set("inbox_policy", "hold")
+    st.mod.settings_changed()
+    sent = peer.send("sublime-ws", "then refuse this", from_mode="bypass")
+    assert peer.wait(sent["msgId"], final_only=False)["state"] == "held"
+    s.set("inbox_policy", "refuse")  # held ones are denied, as Qwen does
+    st.mod.settings_changed()
+    assert peer.wait(sent["msgId"])["state"] == "denied"
+    s.set("inbox_policy", "accept")
+    st.mod.settings_changed()
+
     s.set("inbox_policy", "sometimes")
     st.mod.settings_changed()
     assert any("inbox_policy must be one of default, accept, hold, refuse, not 'sometimes'" in m for m in st.statuses())
@@ -472,3 +482,33 @@ def test_core_helpers(tmp_path):
     assert pc.is_descendant(50, 30, proc=str(proc))
     assert not pc.is_descendant(60, 30, proc=str(proc))
     assert not pc.is_descendant(99, 30, proc=str(proc))
+
+
+def test_palette_entries_and_settings_exist(st):
+    """Every "Qwen Sessions:" palette entry runs a command of participant.py
+    with arguments it takes, and every setting it reads is in the package's
+    settings file with the default the code uses."""
+    import inspect
+    import re
+
+    from sublime_package import PACKAGE_DIR
+
+    with open(os.path.join(PACKAGE_DIR, "QwenSessions.sublime-commands"), encoding="utf-8") as f:
+        entries = json.load(f)
+    assert len(entries) == 8
+    for e in entries:
+        assert e["caption"].startswith("Qwen Sessions: ")
+        cls = sublime_plugin.window_command(e["command"])
+        assert cls is not None and cls.__module__.endswith(".participant"), e
+        params = inspect.signature(cls.run).parameters
+        assert set(e.get("args", {})) <= set(params), e
+    with open(os.path.join(PACKAGE_DIR, "QwenCompanion.sublime-settings"), encoding="utf-8") as f:
+        defaults = json.loads(re.sub(r"^\s*//.*$", "", f.read(), flags=re.M))
+    sublime.reset()
+    snap = st.mod._settings_snapshot()  # nothing set: the code's own defaults
+    assert {k: defaults[k] for k in ("sessions_enabled", "participant_name", "inbox_policy", "held_expiry",
+                                     "send_from_mode", "qwen_home", "messages_show_panel")} == {
+        "sessions_enabled": snap["enabled"], "participant_name": snap["name"], "inbox_policy": snap["policy"],
+        "held_expiry": snap["expiry"], "send_from_mode": snap["from_mode"], "qwen_home": snap["qwen_home"],
+        "messages_show_panel": True,
+    }
