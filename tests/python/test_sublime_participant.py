@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from sublime_package import BINDING_DIR, Ui, load_package
+from participant_harness import BINDING_DIR, PACKAGE_DIR, Ui, load
 
 import sublime  # noqa: E402  (the stub, put on sys.path by sublime_package)
 import sublime_plugin  # noqa: E402
@@ -97,18 +97,18 @@ def st(lib_path, tmp_path, monkeypatch):
     s.set("lock_dir", str(tmp_path / "ide"))
     s.set("qwen_home", home)
     s.set("messages_show_panel", True)
+    s.set("plugins_enabled", False)  # the plugin host has its own tests
     ui = Ui().install(monkeypatch)
-    core, mod = load_package()
     editor = sublime.Editor()
     window = editor.new_window([str(ws)])
-    core.plugin_loaded()
-    mod.plugin_loaded()
+    pkg, core, mod = load()
+    pkg.loaded()
     env = Env(core, mod, editor, window, home, str(ws), ui, lib_path)
+    assert env.pump_until(lambda: env.wp()), "the window's participant did not start"
     try:
         yield env
     finally:
-        mod.plugin_unloaded()
-        core.plugin_unloaded()
+        pkg.unloaded()
         for p in env.peers:
             p.close()
         shutil.rmtree(home, ignore_errors=True)
@@ -428,14 +428,19 @@ def test_sessions_started_from_the_editor_come_first(st):
 
 
 def test_a_window_without_its_companion_has_no_participant(st, tmp_path):
-    """Hooks from the companion decide: plugin_loaded joins only windows whose
-    companion runs; a closed window's late events start nothing."""
+    """The companion's window hooks decide: plugin_loaded joins the windows
+    whose companion runs, Restart re-registers, closing unregisters."""
     st.mod.plugin_unloaded()
     assert st.records() == []
     st.mod.on_window_open(st.window)  # unloaded: ignored
     assert st.wp() is None
-    st.mod.plugin_loaded()
-    assert st.wp() is not None
+    st.mod.plugin_loaded()  # the companion runs already: its hook tells (queued)
+    assert st.pump_until(lambda: st.wp())
+    assert [r["name"] for r in st.records()] == ["sublime-ws"]
+    before = st.wp().session_id
+    st.window.run_command("qwen_companion_restart")  # the companion restarts: so does the participant
+    assert st.pump_until(lambda: st.wp() and st.wp().session_id != before)
+    assert [(r["name"], r["sessionId"]) for r in st.records()] == [("sublime-ws", st.wp().session_id)]
     st.editor.close_window(st.window)
     assert st.wp() is None and st.records() == []
 
@@ -445,8 +450,6 @@ def test_a_window_without_its_companion_has_no_participant(st, tmp_path):
 
 
 def test_core_helpers(tmp_path):
-    from sublime_package import PACKAGE_DIR
-
     sys.path.insert(0, PACKAGE_DIR)
     try:
         import qwen_participant_core as pc
@@ -490,8 +493,6 @@ def test_palette_entries_and_settings_exist(st):
     settings file with the default the code uses."""
     import inspect
     import re
-
-    from sublime_package import PACKAGE_DIR
 
     with open(os.path.join(PACKAGE_DIR, "QwenSessions.sublime-commands"), encoding="utf-8") as f:
         entries = json.load(f)

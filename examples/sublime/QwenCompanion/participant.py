@@ -15,8 +15,7 @@ thread (``set_timeout_async``), never on the UI thread.
 
 ``plugin.py`` (the companion) is imported lazily as ``core``; this module
 uses its ``register_window_hook(on_open, on_close)``, ``companion_for`` and
-``import_binding``. Without the hook (an older plugin.py) it follows window
-events itself.
+``import_binding``.
 """
 
 import os
@@ -174,23 +173,23 @@ def close_window(window_id):
 
 
 def plugin_loaded():
+    """Follows the companions: ``on_open(window, wc)`` when a window's
+    companion starts (also for the ones running already), ``on_close(window_id)``
+    when it stops (window closed, Restart, unload)."""
     _state["loaded"] = True
-    core = _core()
-    hook = getattr(core, "register_window_hook", None)
-    if hook is not None and not _state["hooked"]:
-        hook(on_window_open, on_window_close)
-        _state["hooked"] = True
+    if not _state["hooked"]:
+        _state["hooked"] = _core().register_window_hook(on_window_open, on_window_close)
     s = settings()
     if hasattr(s, "add_on_change"):
         s.add_on_change("qwen_sessions", settings_changed)
     _state["settings"] = _settings_snapshot()
-    for window in sublime.windows():
-        if core.companion_for(window, create=not _state["hooked"]) is not None:
-            on_window_open(window)
 
 
 def plugin_unloaded():
     _state["loaded"] = False
+    remove, _state["hooked"] = _state["hooked"], False
+    if callable(remove):
+        remove()
     s = settings()
     if hasattr(s, "clear_on_change"):
         s.clear_on_change("qwen_sessions")
@@ -625,13 +624,3 @@ class QwenSessionsShowMessagesCommand(sublime_plugin.WindowCommand):
     def run(self):
         messages_panel(self.window)
         self.window.run_command("show_panel", {"panel": "output." + PANEL})
-
-
-class QwenSessionsListener(sublime_plugin.EventListener):
-    def on_new_window(self, window):
-        if _state["loaded"] and not _state["hooked"]:  # an older plugin.py: no window hook
-            if _core().companion_for(window) is not None:
-                on_window_open(window)
-
-    def on_pre_close_window(self, window):
-        on_window_close(window)
