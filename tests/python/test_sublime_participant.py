@@ -243,7 +243,9 @@ def test_refusals_before_sending_show_the_library_message(st):
                     "that inbox within the last 30 seconds, and it turns a repeat away before anyone reads it, "
                     "so this one was not sent; say something different or wait for a reply"]
     assert "(refused before sending)" in st.panel()
-    assert len(got["messages"]) == 1
+    assert wait_for(lambda: got["messages"])
+    time.sleep(0.2)
+    assert [m["content"] for m in got["messages"]] == ["same words"]  # the repeat never went out
 
     st.mod.send_to(st.window, "nobody-here", "hello?")
     assert st.pump_until(lambda: [m for m in st.statuses() if m.startswith("Qwen Sessions: not sent to nobody-here: ")])
@@ -513,3 +515,31 @@ def test_palette_entries_and_settings_exist(st):
         "held_expiry": snap["expiry"], "send_from_mode": snap["from_mode"], "qwen_home": snap["qwen_home"],
         "messages_show_panel": True,
     }
+
+
+def test_core_reports_sent_before_its_receipts(st):
+    """Whatever the race between send() returning and the receipts, each
+    send is reported once as "sent" and then only its later transitions."""
+    sys.path.insert(0, PACKAGE_DIR)
+    try:
+        import qwen_participant_core as pc
+    finally:
+        sys.path.remove(PACKAGE_DIR)
+
+    peer, _, _ = st.peer("qwen-fast", inbound_policy="accept")
+    events = []
+    wp = pc.WindowParticipant(qwen_companion, "core-test", st.workspace, lambda k, p: events.append((k, p)),
+                              config={"qwenHome": st.home}, library=st.lib_path)
+    try:
+        wp.start()
+        ids = [wp.send("qwen-fast", "message {}".format(i))["msgId"] for i in range(5)]
+        for msg_id in ids:
+            assert wp.wait(msg_id)["state"] == "delivered"
+        assert wait_for(lambda: all(wp.send_state(i)["state"] == "delivered" for i in ids))
+        for msg_id in ids:
+            mine = [(k, p) for k, p in events if k in ("sent", "receipt") and p["msgId"] == msg_id]
+            assert mine[0][0] == "sent" and [k for k, _ in mine].count("sent") == 1
+            seen = mine[0][1]["history"] + [p["state"] for _, p in mine[1:]]
+            assert seen == ["pending", "delivered"], mine
+    finally:
+        wp.close()

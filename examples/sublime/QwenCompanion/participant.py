@@ -287,6 +287,14 @@ def panel_text(window):
     return panel.substr(sublime.Region(0, panel.size()))
 
 
+def _show_receipt(window, payload):
+    text = pcore.describe_receipt(payload.get("state"), payload.get("reason"), payload.get("dropReason"))
+    append_to_panel(window, "[{}] to {}: {}{}".format(
+        _stamp(), payload.get("address") or payload.get("to"), text,
+        " - " + payload["preview"] if payload.get("preview") else ""))
+    status(window, "to {}: {}".format(payload.get("address") or payload.get("to"), text))
+
+
 def _indent(text):
     return "\n".join("    " + line for line in text.split("\n"))
 
@@ -307,11 +315,9 @@ def _ui_event(window_id, kind, payload):
         append_to_panel(window, "\n".join(lines), show=True)
         status(window, "message from {}: {}".format(who, pcore.preview(payload.get("text", ""))))
     elif kind == "receipt":
-        text = pcore.describe_receipt(payload.get("state"), payload.get("reason"), payload.get("dropReason"))
-        append_to_panel(window, "[{}] to {}: {}{}".format(
-            _stamp(), payload.get("address") or payload.get("to"), text,
-            " - " + payload["preview"] if payload.get("preview") else ""))
-        status(window, "to {}: {}".format(payload.get("address") or payload.get("to"), text))
+        _show_receipt(window, payload)
+    elif kind == "sent":
+        _sent(window, payload)
     elif kind == "held":
         with _lock:
             shown = _shown_held.setdefault(window_id, set())
@@ -324,7 +330,7 @@ def _ui_event(window_id, kind, payload):
                 h.get("cause") or "policy", pcore.format_expiry(h.get("expiresAt")),
                 pcore.preview(h.get("text", ""))), show=True)
         if new:
-            status(window, "{} message(s) held: Qwen Sessions: Review Held Messages".format(len(payload)))
+            status(window, "{} message(s) held for your review (Qwen Sessions: Review Held Messages)".format(len(payload)))
     elif kind == "log":
         log(payload)
 
@@ -346,7 +352,7 @@ def send_to(window, address, content):
 
     def work():
         try:
-            record = wp.send(address, content)
+            wp.send(address, content)  # reported through notify("sent")
         except pcore.ParticipantError as e:
             why = str(e)
             refused = isinstance(e, pcore.SendRefused)
@@ -356,16 +362,21 @@ def send_to(window, address, content):
             why = pcore.library_message(e)
             sublime.set_timeout(lambda: _send_failed(window, address, why, False), 0)
             return
-        sublime.set_timeout(lambda: _sent(window, record), 0)
 
     sublime.set_timeout_async(work, 0)
 
 
 def _sent(window, record):
+    """The "sent" line, then the transitions that came before it was shown."""
     append_to_panel(window, "[{}] to {}: sent ({}) - {}".format(
         _stamp(), record.get("address"), record.get("msgId"), record.get("preview")))
-    if record.get("state") == "pending":
+    early = record.get("history", ["pending"])[1:]
+    if not early:
         status(window, "to {}: {}".format(record.get("address"), pcore.describe_receipt("pending")))
+    for i, state in enumerate(early):
+        last = i == len(early) - 1
+        _show_receipt(window, dict(record, state=state, reason=record.get("reason") if last else None,
+                                   dropReason=record.get("dropReason") if last else None))
 
 
 def _send_failed(window, address, why, refused):

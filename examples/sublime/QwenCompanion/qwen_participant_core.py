@@ -292,8 +292,9 @@ class WindowParticipant(object):
 
     ``qc`` is the imported ``qwen_companion`` module; ``notify(kind,
     payload)`` is called (on the library thread, or the caller's) with
-    ``"message"`` (a received message), ``"receipt"`` (a tracked send after a
-    transition), ``"held"`` (the hold buffer, only when its set of ids
+    ``"message"`` (a received message), ``"sent"`` (a send that went out, with
+    the transitions that came before ``send`` returned in its ``history``),
+    ``"receipt"`` (a tracked send after a later transition), ``"held"`` (the hold buffer, only when its set of ids
     changed) and ``"log"`` (a library line at warning or worse).
     """
 
@@ -445,19 +446,23 @@ class WindowParticipant(object):
             record["to"] = address
             record["address"] = result.get("address") or address
             record["preview"] = preview(content)
+            record["announced"] = True
             self._sent_order.append(msg_id)
             while len(self._sent_order) > MAX_TRACKED_SENDS:
                 self.sent.pop(self._sent_order.pop(0), None)
-            return dict(record)
+            snapshot = _copy(record)
+            # under the lock: "sent" is reported before any later receipt of it
+            self.notify("sent", snapshot)
+        return snapshot
 
     def _new_record(self, msg_id, address):
-        return {"msgId": msg_id, "to": address, "address": address, "preview": "",
+        return {"msgId": msg_id, "to": address, "address": address, "preview": "", "announced": False,
                 "state": "pending", "reason": None, "dropReason": None, "history": ["pending"]}
 
     def send_state(self, msg_id):
         with self._lock:
             record = self.sent.get(msg_id)
-            return dict(record) if record is not None else None
+            return _copy(record) if record is not None else None
 
     def wait(self, msg_id, timeout=10.0):
         """The library's state of a sent message after up to ``timeout`` s."""
@@ -534,8 +539,8 @@ class WindowParticipant(object):
             record["history"].append(status)
             if event.get("address"):
                 record["address"] = event["address"]
-            snapshot = dict(record)
-        self.notify("receipt", snapshot)
+            if record["announced"]:  # else send() reports it with its history
+                self.notify("receipt", _copy(record))
 
     def _on_held(self, held):
         ids = tuple(h.get("msgId") for h in held)
@@ -548,6 +553,12 @@ class WindowParticipant(object):
 
     def _on_log(self, level, message):
         self.notify("log", "{}: {}".format(self.name, message))
+
+
+def _copy(record):
+    out = dict(record)
+    out["history"] = list(record["history"])
+    return out
 
 
 def preview(text, limit=80):
