@@ -16,7 +16,8 @@ user does in Sublime Text; what the package shows comes back as JSON lines:
     {"event":"status","text":MSG}     a "Qwen Sessions: ..." status-bar message
     {"event":"picked","items":[...],"picked":ITEM}  the sessions quick panel and the pick
     {"event":"held","items":[{"msgId","fromName","text","cause"}]}
-    {"event":"result","cmd":CMD,...}  a command done;  {"event":"error","message"}
+    {"event":"result","cmd":CMD,...}  a command done (policy: "policy", the library's
+        policy after it, "default" for mode parity);  {"event":"error","message"}
     {"event":"stopped","recordGone":BOOL}
   stdin (JSON lines)
     {"cmd":"send-selection","to":NAME,"text":T}  T is written as line 2 of notes.md in
@@ -141,7 +142,8 @@ def main():
         elif name == "policy":
             s.set("inbox_policy", cmd["value"])
             mod.settings_changed()
-            emit({"event": "result", "cmd": name, "inbound": wp.inbound_settings()})
+            inbound = wp.inbound_settings()
+            emit({"event": "result", "cmd": name, "policy": inbound.get("policy") or "default", "inbound": inbound})
         elif name == "held":
             emit({"event": "held", "items": [{"msgId": h["msgId"], "fromName": h.get("fromName"), "text": h.get("text"),
                                                "cause": h.get("cause")} for h in wp.held_messages()]})

@@ -543,3 +543,23 @@ def test_core_reports_sent_before_its_receipts(st):
             assert seen == ["pending", "delivered"], mine
     finally:
         wp.close()
+
+
+def test_bad_settings_at_start_are_reported(st):
+    """A window whose settings cannot be used is not registered, and the
+    status bar says why; with the setting fixed it joins."""
+    s = sublime.load_settings("QwenCompanion.sublime-settings")
+    for key, value, good, why in (
+            ("held_expiry", "2h", None, "held_expiry must be one of 1m, 5m, 10m, never, not '2h'"),
+            ("send_from_mode", "yolo", "prompting", "send_from_mode must be null, \"prompting\" or \"bypass\", not 'yolo'"),
+            ("inbox_policy", "open", "default", "inbox_policy must be one of default, accept, hold, refuse, not 'open'")):
+        st.mod.close_window(st.window.id())
+        assert st.records() == []
+        s.set(key, value)
+        del sublime.status_messages[:]
+        assert st.mod.on_window_open(st.window) is None
+        assert st.wp() is None and st.records() == []
+        assert st.statuses() == ["Qwen Sessions: not started: " + why], key
+        s.set(key, good)
+        assert st.mod.on_window_open(st.window) is st.wp() is not None
+        assert [r["name"] for r in st.records()] == ["sublime-ws"]

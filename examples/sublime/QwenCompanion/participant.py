@@ -223,7 +223,7 @@ def settings_changed():
     for wid, wp in items:
         window = _window(wid)
         try:
-            doc = wp.set_policy(new["policy"], new["expiry"])
+            doc = wp.set_policy(new["policy"], new["expiry"] or "5m")  # null: the default, 5m
         except pcore.ParticipantError as e:
             status(window, str(e))
             log(str(e))

@@ -308,7 +308,11 @@ class WindowParticipant(object):
         self.from_mode = from_mode if from_mode in FROM_MODES else None
         self.label = label  # e.g. the window id, for logs
         self._policy = policy_value(policy)
-        self._held_expiry = held_expiry if held_expiry in HELD_EXPIRIES else None
+        if held_expiry is not None and held_expiry not in HELD_EXPIRIES:
+            raise ParticipantError(
+                "held_expiry must be one of {}, not {!r}".format(", ".join(HELD_EXPIRIES), held_expiry)
+            )
+        self._held_expiry = held_expiry
         self._lock = threading.Lock()
         self.messages = []  # received, oldest first
         self.sent = {}  # msgId -> {"to", "address", "preview", "state", "reason", "history"}
