@@ -172,6 +172,7 @@ def test_list_then_send_prompt(st):
     assert row == [["qwen-peer [{}]".format(info["ref"]), "external · {} old · {}".format(row[0][1].split(" · ")[1].split(" ")[0], st.workspace)]]
     assert not any(i[0].startswith("sublime-ws") for i in items)  # not ourselves
     st.ui.pick(lambda item: item[0].startswith("qwen-peer ["))
+    assert st.pump_until(lambda: st.ui.inputs)  # once the quick panel has closed
     caption, initial = st.ui.inputs[-1][1:3]
     assert caption == "Message to qwen-peer [{}]:".format(info["ref"]) and initial == "print('hello')"
     st.ui.type("please review print('hello')")
@@ -258,7 +259,13 @@ def test_refusals_before_sending_show_the_library_message(st):
 # receiving and reviewing
 
 
-def test_received_message_in_panel_and_location_opens(st):
+def test_received_message_in_panel_and_location_opens(st, monkeypatch):
+    popups = []
+    monkeypatch.setattr(sublime.View, "show_popup",
+                        lambda view, content, flags=0, location=-1, max_width=320, max_height=240, on_navigate=None,
+                        on_hide=None: popups.append((content, on_navigate)), raising=False)
+    monkeypatch.setattr(sublime.View, "hide_popup", lambda view: None, raising=False)
+    st.editor.open_file(st.window, os.path.join(st.workspace, "main.py"))
     peer, _, _ = st.peer("qwen-peer")
     sent = peer.send("sublime-ws", "look at main.py:3 and <b>this</b>", from_mode="prompting")
     assert peer.wait(sent["msgId"])["state"] == "delivered"  # default policy: mode parity
@@ -272,6 +279,18 @@ def test_received_message_in_panel_and_location_opens(st):
     st.window.run_command("qwen_sessions_open_referenced_location")
     assert st.ui.opened == [(st.window, os.path.join(st.workspace, "main.py") + ":3:1", sublime.ENCODED_POSITION)]
 
+    # the popup at the caret: escaped sender and text, links to the panel and the location
+    (content, navigate), = popups
+    assert "<b>qwen-peer</b> (peer session)" in content
+    assert "look at main.py:3 and &amp;lt;b&gt;this&amp;lt;/b&gt;" in content  # never markup
+    assert '<a href="open:0">main.py:3</a>' in content and '<a href="panel">' in content
+    del st.ui.opened[:]
+    navigate("open:0")
+    assert [o[1] for o in st.ui.opened] == [os.path.join(st.workspace, "main.py") + ":3:1"]
+    navigate("open:7")  # a stale link: nothing
+    assert len(st.ui.opened) == 1
+
+    sublime.load_settings("QwenCompanion.sublime-settings").set("messages_popup", False)
     sent = peer.send("sublime-ws", "two places: main.py:1 and {}:4:2".format(os.path.join(st.workspace, "main.py")),
                      from_mode="prompting")
     assert peer.wait(sent["msgId"])["state"] == "delivered"
@@ -279,6 +298,7 @@ def test_received_message_in_panel_and_location_opens(st):
     st.window.run_command("qwen_sessions_open_referenced_location")
     st.ui.pick(lambda item: item[0].endswith(":4:2"))
     assert st.ui.opened[-1][1] == os.path.join(st.workspace, "main.py") + ":4:2"
+    assert len(popups) == 1  # messages_popup: false
 
 
 def test_held_messages_release_and_deny(st):
@@ -510,10 +530,10 @@ def test_palette_entries_and_settings_exist(st):
     sublime.reset()
     snap = st.mod._settings_snapshot()  # nothing set: the code's own defaults
     assert {k: defaults[k] for k in ("sessions_enabled", "participant_name", "inbox_policy", "held_expiry",
-                                     "send_from_mode", "qwen_home", "messages_show_panel")} == {
+                                     "send_from_mode", "qwen_home", "messages_show_panel", "messages_popup")} == {
         "sessions_enabled": snap["enabled"], "participant_name": snap["name"], "inbox_policy": snap["policy"],
         "held_expiry": snap["expiry"], "send_from_mode": snap["from_mode"], "qwen_home": snap["qwen_home"],
-        "messages_show_panel": True,
+        "messages_show_panel": True, "messages_popup": True,
     }
 
 

@@ -18,6 +18,7 @@ uses its ``register_window_hook(on_open, on_close)``, ``companion_for`` and
 ``import_binding``.
 """
 
+import html
 import os
 import threading
 import time
@@ -314,6 +315,8 @@ def _ui_event(window_id, kind, payload):
             lines.append("    -> Qwen Sessions: Open Referenced Location: " + ", ".join(f["label"] for f in found))
         append_to_panel(window, "\n".join(lines), show=True)
         status(window, "message from {}: {}".format(who, pcore.preview(payload.get("text", ""))))
+        if settings().get("messages_popup", True):
+            show_message_popup(window, payload, found)
     elif kind == "receipt":
         _show_receipt(window, payload)
     elif kind == "sent":
@@ -333,6 +336,41 @@ def _ui_event(window_id, kind, payload):
             status(window, "{} message(s) held for your review (Qwen Sessions: Review Held Messages)".format(len(payload)))
     elif kind == "log":
         log(payload)
+
+
+POPUP_CHARS = 400
+
+
+def show_message_popup(window, payload, found):
+    """A popup at the caret of the active view: sender, origin, the start of
+    the text (as the panel shows it), links to the messages panel and to
+    each file:line the message names."""
+    view = window.active_view()
+    if view is None or not hasattr(view, "show_popup"):
+        return
+    text = payload.get("text", "")
+    if len(text) > POPUP_CHARS:
+        text = text[:POPUP_CHARS] + "\u2026"
+    links = ['<a href="panel">Qwen messages</a>']
+    links += ['<a href="open:{}">{}</a>'.format(i, html.escape(f["label"])) for i, f in enumerate(found)]
+    content = (
+        '<body id="qwen-sessions-message"><div><b>{}</b> ({})</div><div>{}</div><div>{}</div></body>'.format(
+            html.escape(payload.get("fromName") or payload.get("from") or "unknown session"),
+            html.escape(pcore.origin_text(payload)),
+            html.escape(text).replace("\n", "<br>"),
+            " &middot; ".join(links),
+        )
+    )
+
+    def navigate(href):
+        if href == "panel":
+            window.run_command("show_panel", {"panel": "output." + PANEL})
+        elif href.startswith("open:") and href[5:].isdigit() and int(href[5:]) < len(found):
+            open_location(window, found[int(href[5:])])
+        if hasattr(view, "hide_popup"):
+            view.hide_popup()
+
+    view.show_popup(content, getattr(sublime, "HIDE_ON_MOUSE_MOVE_AWAY", 0), -1, 600, 300, navigate)
 
 
 # --------------------------------------------------------------------------
@@ -421,8 +459,8 @@ def _show_sessions(window, rows, on_pick):
         return
 
     def done(i):
-        if 0 <= i < len(rows):
-            on_pick(rows[i])
+        if 0 <= i < len(rows):  # the next prompt opens once this panel has closed
+            sublime.set_timeout(lambda: on_pick(rows[i]), 0)
 
     window.show_quick_panel(session_items(rows), done)
 
