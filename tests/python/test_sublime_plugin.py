@@ -672,14 +672,17 @@ import os, sys
 sys.path.insert(0, {here!r})
 from sublime_package import load_package
 import sublime
+path_before = list(sys.path)
 plugin = load_package({package!r}, only=("plugin",)).plugin
 qc = plugin.import_binding()
 print(os.path.abspath(qc.__file__))
 print(os.path.abspath(qc.load_library().path))
+print(qc.__name__)
+print(sys.path == path_before and "qwen_companion" not in sys.modules)
 """
 
 
-def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
+def test_install_script_ships_binding_library_and_bridge_in_lib(lib_path, tmp_path):
     packages = tmp_path / "Packages"
     env = dict(os.environ, QWEN_COMPANION_LIB=lib_path)
     subprocess.run(
@@ -689,9 +692,13 @@ def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
         stdout=subprocess.PIPE,
     )
     pkg = packages / "QwenCompanion"
-    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap"):
+    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap",
+                 "Default (OSX).sublime-keymap", "Main.sublime-menu", "qwen_core/host.py", "lib/__init__.py"):
         assert (pkg / name).is_file(), name
     assert (pkg / ".python-version").read_text().strip() == "3.8"
+    bridge = pkg / "lib" / "qc-mcp-bridge"
+    assert bridge.is_file() and os.access(str(bridge), os.X_OK)
+    assert not (pkg / "vendor").exists()
 
     env.pop("QWEN_COMPANION_LIB")
     env.pop("PYTHONPATH", None)
@@ -705,6 +712,8 @@ def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
         universal_newlines=True,
     )
     assert out.returncode == 0, out.stderr
-    binding_file, library = out.stdout.split()
-    assert binding_file == str(pkg / "vendor" / "qwen_companion" / "__init__.py")
-    assert library == str(pkg / "vendor" / os.path.basename(lib_path))
+    binding_file, library, name, private = out.stdout.split()
+    assert binding_file == str(pkg / "lib" / "qwen_companion" / "__init__.py")
+    assert library == str(pkg / "lib" / os.path.basename(lib_path))
+    # the package's own subpackage: nothing on the global sys.path
+    assert name == "QwenCompanion.lib.qwen_companion" and private == "True"
