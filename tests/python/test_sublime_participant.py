@@ -300,6 +300,18 @@ def test_received_message_in_panel_and_location_opens(st, monkeypatch):
     assert st.ui.opened[-1][1] == os.path.join(st.workspace, "main.py") + ":4:2"
     assert len(popups) == 1  # messages_popup: false
 
+    # a folder added to the window later: its files are found too
+    extra = os.path.join(os.path.dirname(st.workspace), "extra")
+    os.makedirs(os.path.join(extra, "lib"))
+    with open(os.path.join(extra, "lib", "util.c"), "w") as f:
+        f.write("int x;\n")
+    st.editor.set_folders(st.window, [st.workspace, extra])
+    sent = peer.send("sublime-ws", "crash in lib/util.c:1", from_mode="prompting")
+    assert peer.wait(sent["msgId"])["state"] == "delivered"
+    assert st.pump_until(lambda: "Open Referenced Location: lib/util.c:1" in st.panel())
+    st.window.run_command("qwen_sessions_open_referenced_location")
+    assert st.ui.opened[-1][1] == os.path.join(extra, "lib", "util.c") + ":1:1"
+
 
 def test_held_messages_release_and_deny(st):
     peer, _, _ = st.peer("qwen-bypass")

@@ -90,11 +90,16 @@ def _settings_snapshot():
 
 
 def participant_for(window):
-    """The window's participant, or None (not started, disabled or failed)."""
+    """The window's participant, or None (not started, disabled or failed).
+    Its folders (where relative ``path:line`` references are looked up) follow
+    the window's."""
     if window is None:
         return None
     with _lock:
-        return _participants.get(_window_id(window))
+        wp = _participants.get(_window_id(window))
+    if wp is not None and not isinstance(window, int):
+        wp.folders = list(window.folders())
+    return wp
 
 
 def on_window_open(window, *unused):
@@ -302,8 +307,7 @@ def _indent(text):
 
 def _ui_event(window_id, kind, payload):
     window = _window(window_id)
-    with _lock:
-        wp = _participants.get(window_id)
+    wp = participant_for(window)
     if window is None or wp is None:
         return
     if kind == "message":
