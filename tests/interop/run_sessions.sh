@@ -47,6 +47,20 @@
 #     tui-send-message    Y's model calls send_message to our listener's name -> held in
 #                         our inbox; `release` -> delivered; Y's debug log shows both of
 #                         our receipts accepted; the tool result says "Sent to"
+#   the Sublime package's Qwen Sessions (participant.py under the stub `sublime`
+#   modules, driven by sublime_participant_driver.py, window folder subl-<tag>)
+#     sublime-registered  the window is in the registry: `qwen sessions ps --json`
+#                         lists sublime-subl-<tag>, kind external
+#     sublime-send-selection  the selection, sent with "Send Selection" and P picked
+#                         from the sessions list -> delivered in the messages panel; the
+#                         model's next request holds it in <cross_session_message
+#                         from="<its inbox>" name="sublime-subl-<tag>">
+#     sublime-receive     inbox_policy accept; Y's send_message to the editor's name ->
+#                         the messages panel shows it with Y's name (peer session)
+#     sublime-held-release  inbox_policy default; Y's send_message -> held in the panel;
+#                         Review Held Messages -> Release -> the panel shows it once; Y's
+#                         debug log accepts pending -> held -> delivered, once each
+#     sublime-stop        the window closes: the driver exits 0, record and socket gone
 #     tui-expired         /quit in P -> our held messages there come back `expired`
 #     listen-stop         the remaining listeners stop cleanly, their records are gone
 #
@@ -81,6 +95,7 @@ CHECKS=(sdk-delivered sdk-held-release sdk-held-deny sdk-refused sdk-policy-acce
   sdk-duplicate sdk-controller send-to-sdk listen-send-to-sdk send-to-sdk-refused
   ps-lists ours-ps ps-stop ps-eof
   tui-registered tui-prompting tui-bypass tui-envelope tui-controller tui-send-message
+  sublime-registered sublime-send-selection sublime-receive sublime-held-release sublime-stop
   tui-expired listen-stop)
 harness_init interop-sessions named
 
@@ -103,7 +118,7 @@ demo_run() { # HOME ARGS... -> one-shot qcdemo command, bounded
 }
 
 # At cleanup: the peers get `stop` (they remove their records) before their EOF.
-peer_stop_line() { case $1 in sdk*) echo '{"cmd":"stop"}' ;; *) echo stop ;; esac; }
+peer_stop_line() { case $1 in sdk*|subl) echo '{"cmd":"stop"}' ;; *) echo stop ;; esac; }
 # The TUIs' inboxes, looked up before they are killed: qwen keeps its (empty) socket
 # directory after /quit, and a killed TUI leaves its socket; both are removed once the
 # TUIs are gone.
@@ -527,6 +542,11 @@ wait_json "$RUN/lt.out" 0 --watch-pid "${PEER_PID[lt]}" --eq event=ready || abor
 LT_READY=$JSON_LINE
 LT_IPC=$(iu find-record "$HOME_T/.qwen/sessions" --eq "pid=${PEER_PID[lt]}" --require-ipc | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["ipcPath"])' 2>/dev/null)
 log "lt ready (pid ${PEER_PID[lt]}, inbox $LT_IPC): $(printf '%s' "$LT_READY" | cut -c1-300)"
+# The Sublime package's participant (one window on $WS_S) boots while the TUIs do.
+WS_S=$RUN/subl-$TAG SUBL_NAME=sublime-subl-$TAG
+mkdir -p "$WS_S"
+start_peer subl "${ENV_T[@]}" PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$HERE/sublime_participant_driver.py" \
+  --workspace "$WS_S" --library "$ROOT/target/release/libqwen_companion.so" --lock-dir "$RUN/subl-ide"
 
 CUR=tui-registered; T0=$(date +%s%N)
 tui_record() { REC=$(iu find-record "$HOME_T/.qwen/sessions" --eq "sessionId=$1" --require-ipc); }
@@ -667,6 +687,157 @@ else
       HOW=$(jget "$HOW" decision.why 2>/dev/null)
       pass $CUR "Y's model called send_message (${HOW:-?}); it reached us held; release -> Y logged pending -> held -> delivered for $IN_ID ($(since "$T0")s)"
     fi
+  fi
+fi
+
+# ================================================================ the Sublime package's participant
+subl_cmd() { # JSON-object-body... -> one command line to the driver
+  to_peer subl "$("$PYTHON" -c 'import json,sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' "$@")"
+}
+# y_send TOKEN: Y's model calls send_message to the editor's name with TOKEN; waits for
+# the tool result (-> $WHY on failure).
+y_send() {
+  local from
+  from=$(lines_of "$RUN/model.jsonl")
+  tui_submit tui-y "please E2E_PEER_SEND to=$SUBL_NAME msg=$1"
+  Y_SENT_FROM=$from
+}
+y_sent() { wait_json "$RUN/model.jsonl" "$Y_SENT_FROM" --eq last_role=tool --has "decision.text=Sent to $SUBL_NAME"; }
+
+CUR=sublime-registered; T0=$(date +%s%N)
+SUBL_OK=0
+if ! wait_json "$RUN/subl.out" 0 --watch-pid "${PEER_PID[subl]}" --eq event=ready; then
+  fail $CUR "the driver never printed its ready line ($WHY)"
+else
+  SUBL_READY=$JSON_LINE
+  SUBL_IPC=$(jget "$SUBL_READY" ipcPath)
+  qwen_cli "$HOME_T" sessions ps --json > "$RUN/ps-subl.out" 2> "$RUN/ps-subl.err"
+  if [ "$(jget "$SUBL_READY" name)" != "$SUBL_NAME" ]; then
+    fail $CUR "the window's participant is named '$(jget "$SUBL_READY" name)', expected $SUBL_NAME"
+  elif ! line=$(iu ps-find "$RUN/ps-subl.out" --eq "name=$SUBL_NAME" --eq kind=external --eq "pid=$(jget "$SUBL_READY" pid)"); then
+    fail $CUR "qwen sessions ps --json does not list $SUBL_NAME (kind external): $(tr '\n' '|' < "$RUN/ps-subl.out" | cut -c1-400)"
+  else
+    SUBL_OK=1
+    pass $CUR "qwen sessions ps --json lists $SUBL_NAME (kind external, pid $(jget "$SUBL_READY" pid), ipcPath $(jget "$line" ipcPath)) ($(since "$T0")s)"
+  fi
+fi
+
+CUR=sublime-send-selection; T0=$(date +%s%N)
+SEL_TOKEN="sublime-selection-$TAG"
+if [ "$SUBL_OK" = 1 ]; then
+  S_FROM=$(lines_of "$RUN/subl.out"); M_FROM=$(lines_of "$RUN/model.jsonl")
+  subl_cmd cmd send-selection to "$NAME_P" text "$SEL_TOKEN"
+  if ! wait_json "$RUN/subl.out" "$S_FROM" --eq event=picked; then
+    fail $CUR "the sessions list never offered $NAME_P ($WHY): $(grep -F '"error"' "$RUN/subl.out" | tail -n 1 | cut -c1-300)"
+  elif ! wait_json "$RUN/subl.out" "$S_FROM" --eq event=panel --has "text=to $NAME_P: delivered - $SEL_TOKEN"; then
+    fail $CUR "the messages panel never said 'to $NAME_P: delivered' ($WHY): $(grep -F '"panel"' "$RUN/subl.out" | tail -n 2 | tr '\n' '|' | cut -c1-300)"
+  elif ! wait_json "$RUN/model.jsonl" "$M_FROM" --eq peer_envelope=true --has "last_user_text=$SEL_TOKEN"; then
+    fail $CUR "delivered, but no model request carried a <cross_session_message> with $SEL_TOKEN ($WHY)"
+  elif ! ENV_TXT=$(iu envelope "$JSON_LINE" "$SEL_TOKEN"); then
+    fail $CUR "no envelope around $SEL_TOKEN: $(iu user-text-tail "$JSON_LINE" 300)"
+  else
+    HEAD=$(printf '%s\n' "$ENV_TXT" | head -n 1)
+    BODY_LINE=$(printf '%s\n' "$ENV_TXT" | sed -n 2p)
+    WANT_HEAD="<cross_session_message from=\"$SUBL_IPC\" name=\"$SUBL_NAME\">"
+    if [ "$HEAD" != "$WANT_HEAD" ]; then
+      fail $CUR "envelope head is '$HEAD', expected '$WANT_HEAD'"
+    elif [ "$BODY_LINE" != "$SEL_TOKEN" ]; then
+      fail $CUR "the envelope holds '$BODY_LINE', expected exactly the selection $SEL_TOKEN"
+    else
+      pass $CUR "selection -> $NAME_P delivered (panel); the model got $HEAD $SEL_TOKEN ($(since "$T0")s)"
+    fi
+  fi
+else
+  fail $CUR "the driver is not registered"
+fi
+
+CUR=sublime-receive; T0=$(date +%s%N)
+RCV_TOKEN="sublime-receive-$TAG"
+if [ "$SUBL_OK" = 1 ]; then
+  S_FROM=$(lines_of "$RUN/subl.out")
+  subl_cmd cmd policy value accept
+  if ! wait_json "$RUN/subl.out" "$S_FROM" --eq event=result --eq cmd=policy --eq policy=accept; then
+    fail $CUR "inbox_policy accept not applied ($WHY)"
+  else
+    y_send "$RCV_TOKEN"
+    if ! wait_json "$RUN/subl.out" "$S_FROM" --watch-pid "${PEER_PID[subl]}" --eq event=panel \
+        --has "text=message from $NAME_Y (peer session):" --has "text=    $RCV_TOKEN"; then
+      fail $CUR "Y's message never showed in the messages panel ($WHY); model: $("$PYTHON" "$HUTIL" model-summary "$RUN/model.jsonl" | tail -n 2 | cut -c1-300)"
+    elif ! y_sent; then
+      fail $CUR "shown, but Y's tool result never said 'Sent to $SUBL_NAME' ($WHY)"
+    else
+      pass $CUR "Y's send_message -> the panel shows 'message from $NAME_Y (peer session): $RCV_TOKEN' ($(since "$T0")s)"
+    fi
+  fi
+else
+  fail $CUR "the driver is not registered"
+fi
+
+CUR=sublime-held-release; T0=$(date +%s%N)
+HELD_TOKEN="sublime-held-$TAG"
+if [ "$SUBL_OK" = 1 ]; then
+  S_FROM=$(lines_of "$RUN/subl.out")
+  subl_cmd cmd policy value default
+  if ! wait_json "$RUN/subl.out" "$S_FROM" --eq event=result --eq cmd=policy --eq policy=default; then
+    fail $CUR "inbox_policy default not applied ($WHY)"
+  else
+    y_send "$HELD_TOKEN"
+    if ! wait_json "$RUN/subl.out" "$S_FROM" --watch-pid "${PEER_PID[subl]}" --eq event=panel \
+        --has "text=held for your review: from $NAME_Y" --has "text=$HELD_TOKEN"; then
+      fail $CUR "Y's message was never shown as held ($WHY): $(grep -F '"panel"' "$RUN/subl.out" | tail -n 2 | tr '\n' '|' | cut -c1-300)"
+    else
+      H_FROM=$(lines_of "$RUN/subl.out")
+      subl_cmd cmd held
+      HELD_ID=""
+      if wait_json "$RUN/subl.out" "$H_FROM" --eq event=held --contains "$HELD_TOKEN"; then
+        HELD_ID=$(printf '%s' "$JSON_LINE" | "$PYTHON" -c 'import json,sys; t=sys.argv[1]; print([h["msgId"] for h in json.load(sys.stdin)["items"] if h["text"]==t][0])' "$HELD_TOKEN" 2>/dev/null)
+      fi
+      if [ -z "$HELD_ID" ]; then
+        fail $CUR "the hold buffer does not list $HELD_TOKEN ($WHY)"
+      else
+        R_FROM=$(lines_of "$RUN/subl.out")
+        subl_cmd cmd review msgId "$HELD_ID" action release
+        if ! wait_json "$RUN/subl.out" "$R_FROM" --eq event=panel --has "text=message from $NAME_Y (peer session):" --has "text=    $HELD_TOKEN"; then
+          fail $CUR "released $HELD_ID, but the panel never showed the message ($WHY)"
+        elif ! wait_until file_has "$DEBUG_Y" "delivery status from $SUBL_NAME: held -> delivered for $HELD_ID"; then
+          fail $CUR "Y's debug log never accepted our delivered receipt for $HELD_ID: $(grep -F 'delivery status' "$DEBUG_Y" | tail -n 3 | tr '\n' '|')"
+        elif ! file_has "$DEBUG_Y" "delivery status from $SUBL_NAME: pending -> held for $HELD_ID"; then
+          fail $CUR "Y accepted delivered but not our held receipt for $HELD_ID"
+        else
+          sleep 1
+          SHOWN=$(count_json "$RUN/subl.out" --eq event=panel --has "text=message from $NAME_Y (peer session):" --has "text=$HELD_TOKEN")
+          RCPT=$(grep -cF "delivery status from $SUBL_NAME: held -> delivered for $HELD_ID" "$DEBUG_Y")
+          if [ "$SHOWN" != 1 ] || [ "$RCPT" != 1 ]; then
+            fail $CUR "released once, but the panel showed it $SHOWN times and Y logged $RCPT delivered receipts"
+          else
+            pass $CUR "held in the panel; Review -> Release: shown once, Y logged pending -> held -> delivered for $HELD_ID once ($(since "$T0")s)"
+          fi
+        fi
+      fi
+    fi
+  fi
+else
+  fail $CUR "the driver is not registered"
+fi
+
+CUR=sublime-stop; T0=$(date +%s%N)
+S_FROM=$(lines_of "$RUN/subl.out")
+subl_cmd cmd stop
+if ! wait_json "$RUN/subl.out" "$S_FROM" --eq event=stopped --eq recordGone=true; then
+  fail $CUR "the driver did not report its record removed ($WHY)"
+else
+  peer_exit_status subl; RC=$?
+  close_peer subl
+  if [ "$RC" != 0 ]; then
+    fail $CUR "the driver exited with status $RC"
+  elif iu find-record "$HOME_T/.qwen/sessions" --eq "name=$SUBL_NAME" > /dev/null; then
+    fail $CUR "a record named $SUBL_NAME is still in the registry"
+  elif [ -n "${SUBL_IPC:-}" ] && [ -e "$SUBL_IPC" ]; then
+    fail $CUR "the window's socket $SUBL_IPC is still there"
+  elif grep -qF '"event": "error"' "$RUN/subl.out"; then
+    fail $CUR "the driver reported errors: $(grep -F '"event": "error"' "$RUN/subl.out" | head -n 2 | tr '\n' '|' | cut -c1-300)"
+  else
+    pass $CUR "window closed: exit 0, record and socket removed ($(since "$T0")s)"
   fi
 fi
 
