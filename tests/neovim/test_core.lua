@@ -255,10 +255,17 @@ step('run', function()
     vim.bo.buftype == 'terminal' and #api.nvim_tabpage_list_wins(0) == 2 and vim.b.qwen_companion_terminal == true, {
       buftype = vim.bo.buftype, wins = #api.nvim_tabpage_list_wins(0) })
   check(':QwenRun: its cwd is the workspace (not the window\'s :lcd)', env.QCNV_CWD == WS, env.QCNV_CWD)
+  check(':QwenRun: the terminal window has the focus, in terminal mode', vim.b.qwen_companion_terminal == true
+    and api.nvim_get_mode().mode == 't', api.nvim_get_mode())
   qc.plugin_host().mcp.env.QCNV_MCP_VAR = nil
   vim.cmd('bwipeout!')
   vim.cmd('lcd ' .. vim.fn.fnameescape(WS))
-  qc.setup({ terminal = { cmd = { '/nonexistent/qwen' } } })
+  vim.cmd('stopinsert')
+  qc.setup({ terminal = { split = 'nosuchcommand' } })
+  local sok, serr = require('qwen_companion.terminal').run()
+  check('a terminal.split that is not an Ex command is a clear error', not sok and has(serr, 'terminal.split (nosuchcommand)'),
+    serr)
+  qc.setup({ terminal = { split = 'botright split', cmd = { '/nonexistent/qwen' } } })
   local wins = #api.nvim_tabpage_list_wins(0)
   local ok, err = require('qwen_companion.terminal').run()
   check('a terminal.cmd that cannot run is a clear error, no window left', not ok and has(err, '/nonexistent/qwen')

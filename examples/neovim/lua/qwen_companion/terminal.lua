@@ -51,6 +51,7 @@ function M.run(args)
       jok and (job == -1 and 'not executable' or 'invalid arguments') or tostring(job))
   end
   vim.b[buf].qwen_companion_terminal = true
+  vim.cmd('startinsert') -- type into qwen at once, as after :terminal + i
   return true, { job = job, buf = buf, win = win, env = env, cmd = cmd }
 end
 
