@@ -48,6 +48,7 @@ qc_status qc_companion_free(qc_companion *c);
 qc_status qc_companion_start(qc_companion *c, char **error);
 qc_status qc_companion_stop(qc_companion *c, char **error);
 qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
+qc_status qc_companion_connected_clients(const qc_companion *c, uint32_t *out, char **error);
 qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_terminal_env_json(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_set_workspace_roots_json(qc_companion *c,
@@ -92,6 +93,36 @@ const char *qc_status_name(qc_status status);
 void qc_string_free(char *s);
 ]]
 
+--- The plugin host and its MCP server (N1: core). No callback setter: the
+--- host runs in pull mode (qc_plugin_host_enable_events / _next_event /
+--- _respond) like the companion.
+M.PLUGIN_HOST_TYPES_CDEF = [[
+typedef struct qc_plugin_host qc_plugin_host;
+]]
+
+M.PLUGIN_HOST_CDEF = [[
+qc_status qc_plugin_host_new(const char *config_json, qc_plugin_host **out, char **error);
+qc_status qc_plugin_host_free(qc_plugin_host *h);
+qc_status qc_plugin_host_plugins_dir(const qc_plugin_host *h, char **out, char **error);
+qc_status qc_plugin_host_list(const qc_plugin_host *h,
+                              char **out_json,
+                              char **error_json,
+                              char **error);
+qc_status qc_plugin_host_offer_capability(qc_plugin_host *h, const char *name, char **error);
+qc_status qc_plugin_host_respond(qc_plugin_host *h,
+                                 uint64_t request_id,
+                                 const char *result_json,
+                                 const char *error_message,
+                                 char **error);
+qc_status qc_plugin_host_enable_events(qc_plugin_host *h, int32_t *out_fd, char **error);
+qc_status qc_plugin_host_next_event(qc_plugin_host *h, char **out_json, char **error);
+qc_status qc_plugin_host_mcp_start(qc_plugin_host *h, const char *config_json, char **error);
+qc_status qc_plugin_host_mcp_stop(qc_plugin_host *h, char **error);
+qc_status qc_plugin_host_mcp_info(const qc_plugin_host *h, char **out_json, char **error);
+qc_status qc_mcp_register(const char *options_json, char **out_json, char **error);
+qc_status qc_mcp_unregister(const char *options_json, char **out_json, char **error);
+]]
+
 local declared = false
 
 --- Declares the C types and functions once per Lua state (a second
@@ -105,25 +136,66 @@ function M.declare()
   end
   -- After a plugin reload (package.loaded cleared) the functions are already
   -- declared in this Lua state: the same text again is a harmless redefinition.
-  local ok, err = pcall(ffi.cdef, M.FUNCTIONS_CDEF)
-  if not ok and not tostring(err):find('redefine', 1, true) then
-    error(err)
+  if not pcall(ffi.typeof, 'qc_plugin_host') then
+    ffi.cdef(M.PLUGIN_HOST_TYPES_CDEF)
+  end
+  for _, text in ipairs({ M.FUNCTIONS_CDEF, M.PLUGIN_HOST_CDEF }) do
+    local ok, err = pcall(ffi.cdef, text)
+    if not ok and not tostring(err):find('redefine', 1, true) then
+      error(err)
+    end
   end
   declared = true
 end
 
+--- The plugin's own folder (the one holding lua/ and plugin/), absolute.
+function M.plugin_root()
+  local src = debug.getinfo(1, 'S').source
+  if src:sub(1, 1) == '@' then
+    src = src:sub(2)
+  end
+  return vim.fn.fnamemodify(src, ':p:h:h:h')
+end
+
+--- The file name of the library on this OS.
+function M.library_file_name()
+  return jit.os == 'OSX' and 'libqwen_companion.dylib' or 'libqwen_companion.so'
+end
+
+--- Where a library next to the plugin is looked for, in order: `lib/` of
+--- the plugin folder (a packaged install), then the crate's
+--- `target/release/` when the plugin is `examples/neovim` of a checkout of
+--- the repository (lazy.nvim's `build = "cargo build --release ..."`), then
+--- `target/release/` of the plugin folder itself.
+function M.bundled_library_candidates()
+  local root, name = M.plugin_root(), M.library_file_name()
+  return {
+    root .. '/lib/' .. name,
+    vim.fn.fnamemodify(root, ':h:h') .. '/target/release/' .. name,
+    root .. '/target/release/' .. name,
+  }
+end
+
 --- The library path to load: `opt` (setup's `lib`), else
---- `vim.g.qwen_companion_lib`, else `$QWEN_COMPANION_LIB`, else the bare name
+--- `vim.g.qwen_companion_lib`, else `$QWEN_COMPANION_LIB`, else the first
+--- existing file of `bundled_library_candidates()`, else the bare name
 --- `qwen_companion` (found through the dynamic linker's search path).
+--- The second result says where the path came from.
 function M.library_path(opt)
   local candidates = { opt, vim.g.qwen_companion_lib, os.getenv('QWEN_COMPANION_LIB') }
+  local origin = { 'setup{ lib }', 'vim.g.qwen_companion_lib', '$QWEN_COMPANION_LIB' }
   for i = 1, 3 do -- not ipairs: a nil candidate must not end the search
     local p = candidates[i]
     if type(p) == 'string' and p ~= '' then
-      return vim.fn.expand(p)
+      return vim.fn.expand(p), origin[i]
     end
   end
-  return 'qwen_companion'
+  for _, p in ipairs(M.bundled_library_candidates()) do
+    if vim.fn.filereadable(p) == 1 then
+      return p, 'next to the plugin'
+    end
+  end
+  return 'qwen_companion', "the dynamic linker's search path"
 end
 
 local loaded = {} -- path -> clib (a library stays loaded for the session)
@@ -187,17 +259,49 @@ end
 --- string; returns the Lua string, or nil and a message. A NULL `out` (an
 --- empty event queue for qc_companion_next_event) gives nil without message.
 function M.get_string(lib, name, c)
+  return M.out_string(lib, name, c)
+end
+
+-- Takes an owned `char *` out of `cell` (nil for NULL).
+local function take(lib, cell)
+  if cell[0] == nil then
+    return nil
+  end
+  local s = ffi.string(cell[0])
+  lib.qc_string_free(cell[0])
+  cell[0] = nil
+  return s
+end
+
+--- Calls `lib[name](..., &out, &error)` (any leading arguments); returns the
+--- owned out string (nil for NULL), or nil, a message and the status.
+function M.out_string(lib, name, ...)
   local out = ffi.new('char *[1]')
-  local ok, msg, st = M.call(lib, name, c, out)
+  local n = select('#', ...)
+  local args = { ... }
+  args[n + 1] = out
+  local ok, msg, st = M.call(lib, name, unpack(args, 1, n + 1))
   if not ok then
     return nil, msg, st
   end
-  if out[0] == nil then
-    return nil
+  return take(lib, out)
+end
+
+--- Like `out_string` for functions with `(..., &out, &error_json, &error)`:
+--- on a failure the fourth result is the decoded `error_json` (or nil).
+function M.out_string_ej(lib, name, ...)
+  local out, ej = ffi.new('char *[1]'), ffi.new('char *[1]')
+  local n = select('#', ...)
+  local args = { ... }
+  args[n + 1], args[n + 2] = out, ej
+  local ok, msg, st = M.call(lib, name, unpack(args, 1, n + 2))
+  if not ok then
+    local detail = take(lib, ej)
+    local dok, decoded = pcall(vim.json.decode, detail or '')
+    return nil, msg, st, dok and decoded or nil
   end
-  local s = ffi.string(out[0])
-  lib.qc_string_free(out[0])
-  return s
+  take(lib, ej)
+  return take(lib, out)
 end
 
 return M

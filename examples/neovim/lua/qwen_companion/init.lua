@@ -2,7 +2,7 @@
 -- of libqwen_companion (LuaJIT FFI; no C compiler, no extra library).
 --
 --   require('qwen_companion').setup({ autostart = true })
---   :QwenCompanionStart / :QwenCompanionStop / :QwenCompanionStatus
+--   :QwenStart / :QwenStop / :QwenStatus / :QwenRun
 --   :QwenDiffAccept / :QwenDiffReject (or :w in a proposed-diff buffer)
 --
 -- One companion serves the current working directory. Editor events feed the
@@ -10,7 +10,11 @@
 -- buffers backed by a regular file on disk); $QWEN_CODE_IDE_SERVER_PORT and
 -- $QWEN_CODE_IDE_WORKSPACE_PATH are set in Neovim's environment so
 -- :terminal (and every job) inherits them. Qwen Code's openDiff opens a tab
--- with the file and the proposal side by side (diff mode).
+-- with the file and the proposal side by side (diff mode). Next to the
+-- companion runs the plugin host (qwen_companion.plugins) with its MCP server.
+--
+-- For other modules: M.plugin_host(), M.on_start(fn) / M.on_stop(fn),
+-- M.terminal_env() / M.add_terminal_env(fn), M.statusline().
 --
 -- Threading: every call into the library is made from Neovim's main thread,
 -- and no Lua function is ever registered as a C callback. Diff requests are
@@ -27,23 +31,12 @@ local uv = vim.uv or vim.loop
 
 local M = {}
 
---- Defaults; `setup(opts)` overrides them, and the `vim.g.qwen_companion_<key>`
---- variables are read for the keys left nil.
-M.config = {
-  lib = nil, -- library path (else vim.g.qwen_companion_lib, $QWEN_COMPANION_LIB, 'qwen_companion')
-  lock_dir = nil, -- lock file directory (default: $QWEN_HOME/ide, else ~/.qwen/ide)
-  autostart = false, -- start on VimEnter
-  ide_name = 'Neovim',
-  ide_id = 'neovim',
-  debounce_ms = nil,
-  max_wait_ms = nil,
-  trusted = nil, -- workspace trust (library default: true)
-  -- How long Qwen Code's openDiff/closeDiff wait for Neovim, in ms (library
-  -- default 30000, range 100..600000). A request still unanswered then (the
-  -- main loop was busy that long) fails in the CLI and is never handed to Neovim.
-  request_timeout_ms = nil,
-  diffs = true, -- show Qwen Code's proposed edits (false: openDiff answers "no diff view")
-}
+local config = require('qwen_companion.config')
+local plugins = require('qwen_companion.plugins')
+
+--- The options in use (config.defaults() merged with setup's options); the
+--- `vim.g.qwen_companion_<key>` variables are read for the keys left nil.
+M.config = config.defaults()
 
 local ENV_KEYS = { 'QWEN_CODE_IDE_SERVER_PORT', 'QWEN_CODE_IDE_WORKSPACE_PATH' }
 local DIFF_SCHEME = 'qwen-diff://'
@@ -686,8 +679,161 @@ local function autocmds()
   end)
 end
 
---- Starts the companion for the current working directory.
---- Returns true, or nil and a message.
+-- Connected CLIs of `st` (qc_companion_connected_clients), or nil.
+local function clients_of(st)
+  local n = ffi.new('uint32_t[1]')
+  local ok = pcall(capi.call, st.lib, 'qc_companion_connected_clients', st.c, n)
+  return ok and tonumber(n[0]) or nil
+end
+
+local function last_error_of(st)
+  local host = st.host
+  return st.last_error or st.plugin_error or (host and (host.last_error or host.mcp_error or host.register_error))
+end
+
+-- Hooks of other modules (M.on_start / M.on_stop), in registration order.
+local hooks = { start = {}, stop = {} }
+
+local function add_hook(kind, fn)
+  assert(type(fn) == 'function', 'qwen_companion.on_' .. kind .. '(fn): fn must be a function')
+  local entry = { fn = fn }
+  table.insert(hooks[kind], entry)
+  return function()
+    for i, e in ipairs(hooks[kind]) do
+      if e == entry then
+        table.remove(hooks[kind], i)
+        return
+      end
+    end
+  end
+end
+
+local function run_hooks(kind, st)
+  for _, e in ipairs(vim.list_slice(hooks[kind], 1, #hooks[kind])) do
+    local ok, err = pcall(e.fn, M.status_of(st))
+    if not ok then
+      st.last_error = 'on_' .. kind .. ' hook: ' .. tostring(err)
+      vim.schedule(function()
+        notify('an on_' .. kind .. ' hook failed: ' .. tostring(err), vim.log.levels.ERROR)
+      end)
+    end
+  end
+end
+
+--- Registers `fn(status)`, called after every start (companion and plugin
+--- host running); when the companion already runs, `fn` is called at once.
+--- Returns a function that removes the hook.
+function M.on_start(fn)
+  local remove = add_hook('start', fn)
+  if S then
+    local ok, err = pcall(fn, M.status())
+    if not ok then
+      S.last_error = 'on_start hook: ' .. tostring(err)
+      notify('an on_start hook failed: ' .. tostring(err), vim.log.levels.ERROR)
+    end
+  end
+  return remove
+end
+
+--- Registers `fn(status)`, called when the companion stops, before the
+--- plugin host and the companion are released. Returns a remover.
+function M.on_stop(fn)
+  return add_hook('stop', fn)
+end
+
+--- The running plugin host (see qwen_companion.plugins), or nil when the
+--- companion is stopped, `plugins.enabled` is false or the host failed to
+--- start (status().plugins.error says why).
+function M.plugin_host()
+  return S and S.host or nil
+end
+
+-- Extra terminal variables of other modules (e.g. the participant's).
+local env_providers = {}
+
+--- Registers `fn()` returning a table of variables for the terminals the
+--- plugin starts (:QwenRun); called each time. Returns a remover.
+function M.add_terminal_env(fn)
+  assert(type(fn) == 'function', 'qwen_companion.add_terminal_env(fn): fn must be a function')
+  local key = {}
+  env_providers[#env_providers + 1] = { key = key, fn = fn }
+  return function()
+    for i, p in ipairs(env_providers) do
+      if p.key == key then
+        table.remove(env_providers, i)
+        return
+      end
+    end
+  end
+end
+
+--- The variables a terminal started now needs: the companion's
+--- (QWEN_CODE_IDE_SERVER_PORT, QWEN_CODE_IDE_WORKSPACE_PATH), the plugin MCP
+--- server's `env` (empty with the library's bridge), then those of
+--- add_terminal_env providers. Empty when stopped.
+function M.terminal_env()
+  local env = {}
+  if not S then
+    return env
+  end
+  for k, v in pairs(S.env or {}) do
+    env[k] = v
+  end
+  if S.host then
+    for k, v in pairs(S.host:terminal_env()) do
+      env[k] = v
+    end
+  end
+  for _, p in ipairs(env_providers) do
+    local ok, extra = pcall(p.fn)
+    if ok and type(extra) == 'table' then
+      for k, v in pairs(extra) do
+        env[k] = tostring(v)
+      end
+    elseif not ok then
+      S.last_error = 'terminal env provider: ' .. tostring(extra)
+    end
+  end
+  return env
+end
+
+local function start_plugin_host(st, libpath)
+  local p = M.config.plugins or {}
+  if p.enabled == false then
+    return
+  end
+  local reg = setting('register_mcp')
+  local host, err = plugins.start({
+    lib = st.lib,
+    libpath = libpath,
+    dir = p.dir,
+    node = p.node,
+    root = st.root,
+    mcp = p.mcp ~= false,
+    register = reg ~= false and p.mcp ~= false and not st.registration,
+    always_load_tools = p.always_load_tools,
+  })
+  if not host then
+    st.plugin_error = err
+    notify('the plugin host did not start: ' .. tostring(err), vim.log.levels.WARN)
+    return
+  end
+  st.host = host
+  if host.mcp_error then
+    notify('the plugins MCP server did not start: ' .. tostring(host.mcp_error), vim.log.levels.WARN)
+  end
+  if host.register_error then
+    notify('the plugins MCP server is not registered with Qwen Code: ' .. tostring(host.register_error),
+      vim.log.levels.WARN)
+  end
+end
+
+-- The registration's answer: registered once per Neovim session (and the
+-- library leaves the file as it is when the entry is already the same).
+local registration = nil
+
+--- Starts the companion for the current working directory, and next to it
+--- the plugin host with its MCP server. Returns true, or nil and a message.
 function M.start()
   if S then
     return nil, 'already running on port ' .. tostring(S.port)
@@ -698,7 +844,7 @@ function M.start()
     return nil, err
   end
   local root = workspace_root()
-  local config = {
+  local cfg = {
     workspaceRoots = { root },
     ideName = setting('ide_name'),
     ideId = setting('ide_id'),
@@ -709,12 +855,13 @@ function M.start()
     requestTimeoutMs = setting('request_timeout_ms'),
   }
   local out = ffi.new('qc_companion *[1]')
-  local ok, nerr = capi.call(lib, 'qc_companion_new', vim.fn.json_encode(config), out)
+  local ok, nerr = capi.call(lib, 'qc_companion_new', vim.fn.json_encode(cfg), out)
   if not ok then
     return nil, nerr
   end
   local c = out[0]
-  S = { lib = lib, c = c, root = root, tracked = {}, diffs = {}, env = {}, events = 0, late = 0 }
+  S = { lib = lib, libpath = libpath, c = c, root = root, tracked = {}, diffs = {}, env = {}, events = 0, late = 0,
+    registration = registration }
 
   if M.config.diffs then
     -- Before start: no request can reach the library before it queues them.
@@ -745,21 +892,28 @@ function M.start()
     end
   end
   focus(api.nvim_get_current_buf())
+  start_plugin_host(S, libpath)
+  if S.host and S.host.registration then
+    registration = S.host.registration
+  end
+  run_hooks('start', S)
   return true
 end
 
 --- Stops the companion: removes the lock file, closes diff views, unsets
---- the terminal variables. opts.silent: no message.
+--- the terminal variables, stops the plugin host. opts.silent: no message.
 function M.stop(opts)
   if not S then
     return nil, 'not running'
   end
   local st = S
+  run_hooks('stop', st)
   S = nil
   if group then
     api.nvim_clear_autocmds({ group = group })
   end
   unwatch_events(st)
+  plugins.stop(st.host)
   -- Stops, removes the lock file; requests still waiting for an answer end
   -- with an error for the CLI. Scheduled diff work of `st` finds S ~= st and
   -- does nothing.
@@ -775,28 +929,80 @@ function M.stop(opts)
   return true
 end
 
+--- The state of companion state `st` (see M.status).
+function M.status_of(st)
+  local diffs = {}
+  for path, d in pairs(st.diffs) do
+    diffs[#diffs + 1] = { path = path, buf = d.buf }
+  end
+  local host = st.host
+  return {
+    port = st.port,
+    lock_file = st.lock_file,
+    lib = st.libpath,
+    root = st.root,
+    env = vim.deepcopy(st.env),
+    active = st.active,
+    diffs = diffs,
+    diffs_enabled = st.poll ~= nil,
+    event_fd = st.event_fd,
+    events = st.events, -- events pulled so far
+    late = st.late, -- answers that came after the CLI stopped waiting
+    last_error = st.last_error,
+    clients = clients_of(st), -- connected Qwen Code CLIs
+    plugins = {
+      running = host ~= nil,
+      error = st.plugin_error or (host and host.last_error) or nil,
+      dir = host and host.dir or nil,
+      events = host and host.events or 0,
+      mcp = host and host.mcp and vim.deepcopy(host.mcp) or nil,
+      mcp_error = host and host.mcp_error or nil,
+      registration = host and vim.deepcopy(host.registration or st.registration) or nil,
+      register_error = host and host.register_error or nil,
+    },
+  }
+end
+
 --- State of the running companion (nil when stopped).
 function M.status()
   if not S then
     return nil
   end
-  local diffs = {}
-  for path, d in pairs(S.diffs) do
-    diffs[#diffs + 1] = { path = path, buf = d.buf }
+  return M.status_of(S)
+end
+
+--- A short status for the statusline (lualine, 'statusline'): '' when
+--- stopped, else e.g. `Qwen: 2 CLIs`, `Qwen: 1 CLI, 1 diff`,
+--- `Qwen: no CLI, error: <first 40 characters>`. `M.statusline_data()`
+--- gives the same facts as a table.
+function M.statusline()
+  local d = M.statusline_data()
+  if not d.running then
+    return ''
   end
-  return {
-    port = S.port,
-    lock_file = S.lock_file,
-    root = S.root,
-    env = vim.deepcopy(S.env),
-    active = S.active,
-    diffs = diffs,
-    diffs_enabled = S.poll ~= nil,
-    event_fd = S.event_fd,
-    events = S.events, -- events pulled so far
-    late = S.late, -- answers that came after the CLI stopped waiting
-    last_error = S.last_error,
-  }
+  local n = d.clients
+  local parts = { n == nil and '? CLIs' or n == 0 and 'no CLI' or n == 1 and '1 CLI' or (n .. ' CLIs') }
+  if d.diffs > 0 then
+    parts[#parts + 1] = d.diffs == 1 and '1 diff' or (d.diffs .. ' diffs')
+  end
+  if d.error then
+    local e = tostring(d.error):gsub('%s+', ' ')
+    if vim.fn.strchars(e) > 40 then
+      e = vim.fn.strcharpart(e, 0, 39) .. '…'
+    end
+    parts[#parts + 1] = 'error: ' .. e
+  end
+  return 'Qwen: ' .. table.concat(parts, ', ')
+end
+
+--- `{ running, clients, diffs, error }`: whether the companion runs, how
+--- many CLIs are connected, how many diffs wait for a decision, the last
+--- error (nil when none).
+function M.statusline_data()
+  if not S then
+    return { running = false, diffs = 0 }
+  end
+  return { running = true, clients = clients_of(S), diffs = vim.tbl_count(S.diffs), error = last_error_of(S) }
 end
 
 --- The IdeContext as clients get it (decoded JSON), or nil.
@@ -843,8 +1049,14 @@ function M.reject(path)
   return decide(d, false)
 end
 
+--- Sets options (see qwen_companion.config and :help qwen_companion-setup).
+--- A wrong type or an unknown key raises an error naming it, and changes
+--- nothing. Also defines the :Qwen* commands (for installs where plugin/ is
+--- not sourced, e.g. lazy.nvim with an rtp step).
 function M.setup(opts)
-  M.config = vim.tbl_extend('force', M.config, opts or {})
+  config.validate(opts)
+  M.config = config.merge(M.config, opts)
+  require('qwen_companion.commands').define()
   if M.config.autostart and vim.v.vim_did_enter == 1 and not S then
     local ok, err = M.start()
     if not ok then

@@ -1,0 +1,63 @@
+-- qwen_companion.commands: the user commands, all under the prefix `Qwen`.
+-- Defined by plugin/qwen_companion.lua and again by setup() (idempotent:
+-- nvim_create_user_command replaces a command of the same name).
+--
+--   :QwenStart            start the companion (and the plugin host) for the cwd
+--   :QwenStop             stop it
+--   :QwenStatus           show its state
+--   :QwenRun [args]       a :terminal split running `terminal.cmd` (qwen) with the companion's env
+--   :QwenDiffAccept [path] / :QwenDiffReject [path]
+--
+-- Other modules add theirs with the same prefix (`:QwenPlugin`, `:QwenSend`, ...).
+
+local M = {}
+
+local function qc()
+  return require('qwen_companion')
+end
+
+local function report(ok, err)
+  if not ok then
+    vim.notify('qwen-companion: ' .. tostring(err), vim.log.levels.ERROR)
+  end
+  return ok
+end
+
+local function cmd(name, fn, opts)
+  vim.api.nvim_create_user_command(name, fn, opts)
+end
+
+function M.define()
+  cmd('QwenStart', function()
+    if report(qc().start()) then
+      local s = qc().status()
+      vim.notify(string.format('qwen-companion: listening on 127.0.0.1:%d (%s)', s.port, s.root))
+    end
+  end, { desc = 'Start the Qwen Code IDE companion for the current directory' })
+
+  cmd('QwenStop', function()
+    report(qc().stop())
+  end, { desc = 'Stop the Qwen Code IDE companion' })
+
+  cmd('QwenStatus', function()
+    local s = package.loaded['qwen_companion'] and qc().status()
+    if s and s.plugins.mcp then
+      s.plugins.mcp.headers = nil -- the bearer token is a secret
+    end
+    vim.notify('qwen-companion: ' .. (s and vim.inspect(s) or 'not running'))
+  end, { desc = 'Show the Qwen Code IDE companion state' })
+
+  cmd('QwenRun', function(a)
+    report(require('qwen_companion.terminal').run(a.fargs))
+  end, { nargs = '*', desc = 'Run Qwen Code in a :terminal split with the companion env' })
+
+  cmd('QwenDiffAccept', function(a)
+    report(qc().accept(a.args))
+  end, { nargs = '?', complete = 'file', desc = "Accept Qwen Code's proposed diff (with your edits)" })
+
+  cmd('QwenDiffReject', function(a)
+    report(qc().reject(a.args))
+  end, { nargs = '?', complete = 'file', desc = "Reject Qwen Code's proposed diff" })
+end
+
+return M
