@@ -413,6 +413,11 @@ def test_session_id_rotation_and_terminal_env(st):
     env = st.mod.participant_env(st.window)
     assert sorted(env) == ["QWEN_CODE_MESSAGING_SOCKET", "QWEN_CODE_MESSAGING_TOKEN"]
     assert env["QWEN_CODE_MESSAGING_SOCKET"] == wp.info["ipcPath"]
+    # every terminal the package starts for the window carries it (next to the companion's env)
+    term = st.core.companion_for(st.window).terminal_env()
+    assert term["QWEN_CODE_MESSAGING_SOCKET"] == env["QWEN_CODE_MESSAGING_SOCKET"]
+    assert term["QWEN_CODE_MESSAGING_TOKEN"] == env["QWEN_CODE_MESSAGING_TOKEN"]
+    assert "QWEN_CODE_IDE_SERVER_PORT" in term
     # a process started with that env (a script in the editor's terminal) reaches the window as its own
     # process, delivered under the default policy
     script = textwrap.dedent("""

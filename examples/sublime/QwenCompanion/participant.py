@@ -185,6 +185,8 @@ def plugin_loaded():
     _state["loaded"] = True
     if not _state["hooked"]:
         _state["hooked"] = _core().register_window_hook(on_window_open, on_window_close)
+    if not _state.get("env_hooked"):
+        _state["env_hooked"] = _core().register_terminal_env(participant_env)
     s = settings()
     if hasattr(s, "add_on_change"):
         s.add_on_change("qwen_sessions", settings_changed)
@@ -196,6 +198,9 @@ def plugin_unloaded():
     remove, _state["hooked"] = _state["hooked"], False
     if callable(remove):
         remove()
+    remove_env, _state["env_hooked"] = _state.get("env_hooked"), False
+    if callable(remove_env):
+        remove_env()
     s = settings()
     if hasattr(s, "clear_on_change"):
         s.clear_on_change("qwen_sessions")

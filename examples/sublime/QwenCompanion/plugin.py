@@ -70,6 +70,7 @@ _qc = None  # the imported qwen_companion module
 _poll_generation = [0]
 _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may start
 _window_hooks = []  # (on_open, on_close) registered by the package's other modules
+_terminal_env_providers = []  # provider(window) -> dict, see register_terminal_env
 
 
 def companion_config(s):
@@ -596,6 +597,14 @@ class WindowCompanion(object):
         the plugin host's MCP server needs (kept current; no library call)."""
         env = dict(self.env)
         env.update(_hosts.terminal_env())
+        window = self.window()
+        with _lock:
+            providers = list(_terminal_env_providers)
+        for provider in providers:
+            try:
+                env.update(provider(window) or {})
+            except Exception as e:  # a broken provider never breaks the terminal
+                log("terminal env provider failed: {}".format(e))
         return env
 
     def poll(self):
@@ -817,6 +826,22 @@ def add_host_listener(fn):
 
 def remove_host_listener(fn):
     _hosts.remove_listener(fn)
+
+
+def register_terminal_env(provider):
+    """``provider(window) -> dict`` adds variables to the env of every
+    terminal the package starts for a window (e.g. the cross-session
+    participant's ``QWEN_CODE_MESSAGING_*``). Returns a function that
+    removes it."""
+    with _lock:
+        _terminal_env_providers.append(provider)
+
+    def remove():
+        with _lock:
+            if provider in _terminal_env_providers:
+                _terminal_env_providers.remove(provider)
+
+    return remove
 
 
 def register_window_hook(on_open=None, on_close=None):
