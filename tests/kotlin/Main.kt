@@ -35,6 +35,7 @@ fun main(args: Array<String>) {
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
+        if (only.isEmpty() || only.contains("intellij")) intellijPluginHostTests(h, File(root, "ij-host").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
     } catch (t: Throwable) {
         h.test("suite did not abort") { throw t }
     } finally {
