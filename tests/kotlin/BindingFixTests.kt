@@ -18,6 +18,7 @@ import java.util.Collections
 fun bindingFixTests(h: Harness, dirs: TestDirs) {
     h.group("binding: handlers, timeouts, lifetime")
     val lib = QwenCompanionLibrary.load()
+    val pinnedBefore = QwenCompanion.pinnedCallbacks
 
     fun client(c: QwenCompanion): McpClient {
         val token = Json.parseObject(File(c.lockFilePath()).readText()).str("authToken")
@@ -114,6 +115,13 @@ fun bindingFixTests(h: Harness, dirs: TestDirs) {
         eventually(15000, "the plugin host to be collected") {
             System.gc()
             ref!!.get() == null
+        }
+    }
+
+    h.test("the collected objects' callbacks are released once the Cleaner freed them") {
+        eventually(15000, "pinned callbacks back to $pinnedBefore (now ${QwenCompanion.pinnedCallbacks})") {
+            System.gc()
+            QwenCompanion.pinnedCallbacks == pinnedBefore
         }
     }
 }

@@ -27,7 +27,7 @@ JAVA = {
     "com.intellij.diff.contents.DocumentContent":
         "public interface DocumentContent extends DiffContent { com.intellij.openapi.editor.Document getDocument(); }",
     "com.intellij.diff.requests.DiffRequest":
-        "public abstract class DiffRequest implements com.intellij.openapi.util.UserDataHolder { public <T> void putUserData(com.intellij.openapi.util.Key<T> k, T v){} public <T> T getUserData(com.intellij.openapi.util.Key<T> k){return null;} }",
+        "public abstract class DiffRequest implements com.intellij.openapi.util.UserDataHolder { public <T> void putUserData(com.intellij.openapi.util.Key<T> k, T v){} @org.jetbrains.annotations.Nullable public <T> T getUserData(com.intellij.openapi.util.Key<T> k){return null;} }",
     "com.intellij.diff.chains.DiffRequestChain":
         "public interface DiffRequestChain extends com.intellij.openapi.util.UserDataHolder {}",
     "com.intellij.diff.chains.SimpleDiffRequestChain":
@@ -89,23 +89,23 @@ JAVA = {
     "com.intellij.openapi.Disposable":
         "public interface Disposable { void dispose(); }",
     "com.intellij.openapi.actionSystem.ActionManager":
-        "public abstract class ActionManager { public static ActionManager getInstance(){return null;} public abstract AnAction getAction(String id); }",
+        "public abstract class ActionManager { public static ActionManager getInstance(){return null;} @org.jetbrains.annotations.Nullable public abstract AnAction getAction(String id); }",
     "com.intellij.openapi.actionSystem.ActionPromoter":
         "public interface ActionPromoter { default java.util.List<AnAction> promote(java.util.List<? extends AnAction> actions, DataContext context){return null;} }",
     "com.intellij.openapi.actionSystem.DataContext":
         "public interface DataContext { Object getData(String dataId); }",
     "com.intellij.openapi.actionSystem.DataKey":
-        "public final class DataKey<T> { public T getData(DataContext c){return null;} }",
+        "public final class DataKey<T> { @org.jetbrains.annotations.Nullable public T getData(DataContext c){return null;} }",
     "com.intellij.openapi.actionSystem.ActionUpdateThread":
         "public enum ActionUpdateThread { BGT, EDT }",
     "com.intellij.openapi.actionSystem.AnAction":
         "public abstract class AnAction { public AnAction(){} public AnAction(String t, String d, javax.swing.Icon i){} public abstract void actionPerformed(AnActionEvent e); public void update(AnActionEvent e){} public ActionUpdateThread getActionUpdateThread(){return ActionUpdateThread.BGT;} }",
     "com.intellij.openapi.actionSystem.AnActionEvent":
-        "public class AnActionEvent { public Presentation getPresentation(){return null;} public com.intellij.openapi.project.Project getProject(){return null;} public <T> T getData(DataKey<T> key){return null;} }",
+        "public class AnActionEvent { public Presentation getPresentation(){return null;} @org.jetbrains.annotations.Nullable public com.intellij.openapi.project.Project getProject(){return null;} @org.jetbrains.annotations.Nullable public <T> T getData(DataKey<T> key){return null;} }",
     "com.intellij.openapi.actionSystem.Presentation":
         "public class Presentation { public void setEnabled(boolean b){} public boolean isEnabled(){return true;} public void setVisible(boolean b){} public boolean isVisible(){return true;} }",
     "com.intellij.openapi.application.Application":
-        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); void invokeLater(Runnable r, ModalityState s, com.intellij.openapi.util.Condition<?> expired); java.util.concurrent.Future<?> executeOnPooledThread(Runnable r); com.intellij.util.messages.MessageBus getMessageBus(); boolean isDispatchThread(); boolean isReadAccessAllowed(); boolean isWriteAccessAllowed(); }",
+        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); void invokeLater(Runnable r, ModalityState s, com.intellij.openapi.util.Condition<?> expired); java.util.concurrent.Future<?> executeOnPooledThread(Runnable r); <T> java.util.concurrent.Future<T> executeOnPooledThread(java.util.concurrent.Callable<T> c); com.intellij.util.messages.MessageBus getMessageBus(); boolean isDispatchThread(); boolean isReadAccessAllowed(); boolean isWriteAccessAllowed(); }",
     "com.intellij.openapi.application.ApplicationManager":
         "public class ApplicationManager { public static Application getApplication(){return null;} }",
     "com.intellij.openapi.application.ApplicationNamesInfo":
@@ -141,7 +141,7 @@ JAVA = {
     "com.intellij.openapi.extensions.PluginId":
         "public class PluginId { public static PluginId getId(String s){return null;} }",
     "com.intellij.openapi.fileEditor.FileDocumentManager":
-        "public abstract class FileDocumentManager { public static FileDocumentManager getInstance(){return null;} public abstract com.intellij.openapi.editor.Document getDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.editor.Document getCachedDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.vfs.VirtualFile getFile(com.intellij.openapi.editor.Document d); }",
+        "public abstract class FileDocumentManager { public static FileDocumentManager getInstance(){return null;} public abstract com.intellij.openapi.editor.Document getDocument(com.intellij.openapi.vfs.VirtualFile f); @org.jetbrains.annotations.Nullable public abstract com.intellij.openapi.editor.Document getCachedDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.vfs.VirtualFile getFile(com.intellij.openapi.editor.Document d); }",
     "com.intellij.openapi.fileEditor.FileEditor":
         "public interface FileEditor {}",
     "com.intellij.openapi.fileEditor.FileEditorManager":
@@ -200,6 +200,8 @@ JAVA = {
         "public interface MessageBusConnection { <L> void subscribe(Topic<L> topic, L handler); }",
     "com.intellij.util.messages.Topic":
         "public class Topic<L> {}",
+    "org.jetbrains.annotations.Nullable":
+        "import java.lang.annotation.*; @Retention(RetentionPolicy.CLASS) @Target({ElementType.METHOD, ElementType.FIELD, ElementType.PARAMETER, ElementType.LOCAL_VARIABLE}) public @interface Nullable {}",
     "org.jetbrains.plugins.terminal.LocalTerminalCustomizer":
         "public abstract class LocalTerminalCustomizer { @Deprecated public String[] customizeCommandAndEnvironment(com.intellij.openapi.project.Project p, String wd, String[] c, java.util.Map<String,String> e){return c;} }",
 }

@@ -109,7 +109,7 @@ class IntellijDiffPresenter(
         val actions = ActionManager.getInstance()
         request.putUserData(
             DiffUserDataKeys.CONTEXT_ACTIONS,
-            listOf<AnAction>(actions.getAction(QwenDiffAcceptAction.ID), actions.getAction(QwenDiffRejectAction.ID))
+            listOfNotNull<AnAction>(actions.getAction(QwenDiffAcceptAction.ID), actions.getAction(QwenDiffRejectAction.ID))
         )
         // An editor tab (not a frame); the built-in viewer even when the user
         // configured an external diff tool: only it has the editable side and our actions.

@@ -89,7 +89,7 @@ class QwenCompanionService(private val project: Project) : Disposable {
 
     /** Starts the companion on a pooled thread (from the UI thread, e.g. the settings page). */
     fun startInBackground() {
-        ApplicationManager.getApplication().executeOnPooledThread { start() }
+        ApplicationManager.getApplication().executeOnPooledThread(Runnable { start() })
     }
 
     /** Stops the companion (the settings turned it off); [start] creates a new one. */

@@ -88,7 +88,7 @@ class QwenPluginHostService : Disposable {
     fun restart() {
         val m = synchronized(lock) { manager.also { manager = null } }
         reported.set(false)
-        if (m != null) ApplicationManager.getApplication().executeOnPooledThread { m.close() }
+        if (m != null) ApplicationManager.getApplication().executeOnPooledThread(Runnable { m.close() })
     }
 
     override fun dispose() {

@@ -22,7 +22,7 @@ class RunQwenCodeAction : DumbAwareAction() {
         val plan = RunQwen.plan(QwenSettings.getInstance().options, project.basePath)
         val app = ApplicationManager.getApplication()
         // Start the companion first (off the UI thread) so the new terminal gets its env.
-        app.executeOnPooledThread {
+        app.executeOnPooledThread(Runnable {
             project.service<QwenCompanionService>().start()
             app.invokeLater({
                 if (!project.isDisposed) {
@@ -31,7 +31,7 @@ class RunQwenCodeAction : DumbAwareAction() {
                     widget.sendCommandToExecute(plan.command)
                 }
             }, ModalityState.defaultModalityState())
-        }
+        })
     }
 
     override fun update(e: AnActionEvent) {

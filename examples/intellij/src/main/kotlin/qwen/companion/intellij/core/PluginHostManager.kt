@@ -27,7 +27,12 @@ data class PluginHostSettings(
     val registerProject: String? = null,
     /** The entry declares every tool up front (`alwaysLoadTools`). */
     val alwaysLoadTools: Boolean = false,
-    /** Folders written to the MCP lock file (the bridge prefers the IDE whose folders hold its cwd). */
+    /**
+     * Folders written to the MCP lock file (the bridge prefers the IDE whose
+     * folders hold its cwd, then the newest IDE): the projects open when the
+     * host starts. The first is also the host's `workspaceRoot` (`context.cwd`
+     * of calls from the IDE that give none).
+     */
     val workspacePaths: List<String> = emptyList(),
     /** Lock directory of the plugin MCP server (tests); null = the library's default. */
     val mcpLockDir: String? = null,
@@ -156,7 +161,7 @@ class PluginHostManager(
 
     private fun startLocked(): QwenPluginHost {
         val library = QwenCompanionLibrary.load(settings.libraryPath)
-        val h = QwenPluginHost(QwenPluginHostConfig(pluginsDir = settings.pluginsDir), library)
+        val h = QwenPluginHost(QwenPluginHostConfig(pluginsDir = settings.pluginsDir, workspaceRoot = settings.workspacePaths.firstOrNull()), library)
         try {
             h.setLogHandler({ level, message -> forward(level, message) }, settings.logLevel)
             h.setCapability("show_notification") { request -> showNotification(request) }
