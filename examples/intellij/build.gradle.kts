@@ -33,6 +33,8 @@ dependencies {
 }
 
 kotlin {
+    // Java 21 (what IntelliJ 2024.3 runs on) for the plugin and the binding it
+    // compiles in; the binding needs at least Java 9 (java.lang.ref.Cleaner).
     jvmToolchain(21)
     // The Kotlin binding is compiled into the plugin from its sources.
     sourceSets.named("main") {
@@ -55,9 +57,17 @@ intellijPlatform {
 val nativeLibrary: Provider<String> = providers.environmentVariable("QWEN_COMPANION_LIB")
     .orElse(layout.projectDirectory.file("../../target/release/" + System.mapLibraryName("qwen_companion")).asFile.path)
 
+// The plugin tools' stdio bridge, next to the library as <plugin>/native/qc-mcp-bridge: the plugin
+// copies it to ~/.qwen/companion/bin/ (a path that survives plugin updates) and registers that copy.
+val mcpBridge: Provider<String> = providers.environmentVariable("QWEN_COMPANION_BRIDGE")
+    .orElse(layout.projectDirectory.file("../../target/release/qc-mcp-bridge").asFile.path)
+
 tasks {
     prepareSandbox {
         from(nativeLibrary) {
+            into(pluginName.map { "$it/native" })
+        }
+        from(mcpBridge) {
             into(pluginName.map { "$it/native" })
         }
     }

@@ -31,10 +31,13 @@ fun main(args: Array<String>) {
     val only = args.toSet()
     try {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
+        if (only.isEmpty() || only.contains("binding")) bindingFixTests(h, TestDirs(File(root, "binding-fixes")))
         if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
+        if (only.isEmpty() || only.contains("intellij")) intellijFixTests(h, TestDirs(File(root, "ij-fixes")))
+        if (only.isEmpty() || only.contains("intellij")) intellijPluginHostTests(h, File(root, "ij-host").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
     } catch (t: Throwable) {
         h.test("suite did not abort") { throw t }
     } finally {

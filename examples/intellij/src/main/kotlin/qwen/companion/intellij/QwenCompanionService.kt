@@ -10,19 +10,27 @@ import com.intellij.openapi.application.runReadAction
 import com.intellij.openapi.components.Service
 import com.intellij.openapi.diagnostic.Logger
 import com.intellij.openapi.diagnostic.logger
+import com.intellij.ide.impl.isTrusted
+import com.intellij.ide.trustedProjects.TrustedProjectsListener
 import com.intellij.openapi.extensions.PluginId
 import com.intellij.openapi.fileEditor.FileDocumentManager
 import com.intellij.openapi.project.Project
 import com.intellij.openapi.roots.ModuleRootEvent
 import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
+import com.intellij.openapi.util.Disposer
 import com.intellij.openapi.vfs.LocalFileSystem
 import qwen.companion.QwenCompanionLibrary
+import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
-import qwen.companion.intellij.core.HostLog
+import qwen.companion.intellij.core.CompanionOptions
+import qwen.companion.intellij.core.CompanionStatus
 import qwen.companion.intellij.core.HostSettings
+import qwen.companion.intellij.core.ParticipantNames
 import qwen.companion.intellij.core.WorkspaceRoots
+import java.io.File
 import java.nio.file.Files
+import java.util.concurrent.atomic.AtomicBoolean
 
 /**
  * One Qwen Code companion per project. Started by [QwenCompanionStartup];
@@ -38,39 +46,154 @@ class QwenCompanionService(private val project: Project) : Disposable {
     private val log: Logger = logger<QwenCompanionService>()
     private val lock = Any()
     @Volatile private var host: CompanionHost? = null
+    @Volatile private var disposed = false
+    /** Parent of the current host's listeners; disposed by [stop] (and with the service). */
+    private var hostDisposable: Disposable? = null
+    private var wiredFor: CompanionHost? = null
+    private val failureShown = AtomicBoolean(false)
 
+    /**
+     * Starts the project's companion (idempotent; a second caller waits for the
+     * first). Called by [QwenCompanionStartup] and by [QwenTerminalCustomizer],
+     * since terminals restored at project open may start before the startup
+     * activity runs. Any thread but the UI thread.
+     */
     fun start() {
+        val options = QwenSettings.getInstance().options
+        if (!options.enabled || disposed) return
+        // Read the platform before taking our lock: never wait for a read action while holding it.
+        val existing = host
+        val roots = if (existing == null) contentRoots() else emptyList()
+        val trusted = existing == null && project.isTrusted()
         val h = synchronized(lock) {
-            if (host != null || project.isDisposed) return
-            CompanionHost(
-                HostSettings(
-                    ideName = ApplicationNamesInfo.getInstance().fullProductName,
-                    roots = contentRoots(),
-                    libraryPath = libraryPath()
-                ),
-                IntellijDiffPresenter(project),
-                this::readOriginal,
-                IdeaHostLog(log)
-            ).also { host = it }
+            if (disposed || project.isDisposed) return
+            host ?: run {
+                val d = Disposer.newDisposable("qwen-companion host")
+                Disposer.register(this, d)
+                hostDisposable = d
+                newHost(d, roots, trusted, options)
+            }.also { host = it }
         }
         if (!h.start()) {
-            notifyUser("Qwen Code companion is off: ${h.lastError}")
+            val why = h.lastError ?: return // closed meanwhile
+            if (failureShown.compareAndSet(false, true)) notifyUser("Qwen Code companion is off: $why")
             return
         }
-        EditorListeners.install(project, h.feeder, this)
-        project.messageBus.connect(this).subscribe(ModuleRootListener.TOPIC, object : ModuleRootListener {
+        val parent = synchronized(lock) {
+            if (host !== h || wiredFor === h) return
+            wiredFor = h
+            hostDisposable!!
+        }
+        wire(h, parent)
+    }
+
+    /** Starts the companion on a pooled thread (from the UI thread, e.g. the settings page). */
+    fun startInBackground() {
+        ApplicationManager.getApplication().executeOnPooledThread(Runnable { start() })
+    }
+
+    /** Stops the companion (the settings turned it off); [start] creates a new one. */
+    fun stop() {
+        val (h, d) = synchronized(lock) {
+            val pair = Pair(host, hostDisposable)
+            host = null
+            hostDisposable = null
+            wiredFor = null
+            pair
+        }
+        if (d != null) Disposer.dispose(d)
+        h?.close()
+    }
+
+    private fun newHost(parent: Disposable, roots: List<String>, trusted: Boolean, options: CompanionOptions): CompanionHost =
+        CompanionHost(
+                HostSettings(
+                    ideName = ApplicationNamesInfo.getInstance().fullProductName,
+                    roots = roots,
+                    libraryPath = libraryPath(),
+                    trusted = trusted,
+                    debounceMs = options.debounceMs,
+                    maxWaitMs = options.maxWaitMs,
+                    requestTimeoutMs = options.requestTimeoutMs
+                ),
+                IntellijDiffPresenter(project, options.showTimeoutMs, parent),
+                this::readOriginal,
+                IdeaHostLog(log)
+            )
+
+    /** Platform listeners → the running host [h], all removed with [parent]. */
+    private fun wire(h: CompanionHost, parent: Disposable) {
+        EditorListeners.install(project, h.feeder, parent)
+        project.messageBus.connect(parent).subscribe(ModuleRootListener.TOPIC, object : ModuleRootListener {
             override fun rootsChanged(event: ModuleRootEvent) {
                 h.updateRoots(contentRoots(), project.basePath)
             }
         })
+        // Workspace trust follows the platform's trusted-projects state (safe mode = untrusted).
+        ApplicationManager.getApplication().messageBus.connect(parent).subscribe(TrustedProjectsListener.TOPIC, object : TrustedProjectsListener {
+            override fun onProjectTrusted(project: Project) {
+                if (project == this@QwenCompanionService.project) h.setTrusted(true)
+            }
+
+            override fun onProjectUntrusted(project: Project) {
+                if (project == this@QwenCompanionService.project) h.setTrusted(false)
+            }
+        })
+        h.setTrusted(project.isTrusted()) // may have changed while starting
         ApplicationManager.getApplication().invokeLater(Runnable { EditorListeners.reportOpenEditors(project, h.feeder) }, project.disposed)
+        // The IDE-wide plugin host next to the companion (this runs off the UI thread).
+        pluginHost()
     }
 
-    /** Variables for the IDE's terminals (empty when the companion is not running). */
-    fun terminalEnv(): Map<String, String> = host?.terminalEnv() ?: emptyMap()
+    /**
+     * Variables for the IDE's terminals: the companion's
+     * (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`; empty when
+     * it is not running) merged with the plugin MCP server's.
+     */
+    fun terminalEnv(): Map<String, String> {
+        val env = LinkedHashMap<String, String>()
+        QwenPluginHostService.getInstance().terminalEnv().let { env.putAll(it) }
+        host?.terminalEnv()?.let { env.putAll(it) }
+        return env
+    }
 
+    /**
+     * The IDE-wide plugin host (one per IDE process, shared by every project),
+     * created on first use with its MCP server running and registered with
+     * Qwen Code; null when disabled in the settings or when it cannot start.
+     */
+    fun pluginHost(): QwenPluginHost? = QwenPluginHostService.getInstance().host()
+
+    /** The project this companion serves. */
+    val projectName: String get() = project.name
+
+    /** The project's workspace roots (absolute, de-duplicated). */
+    fun workspaceRoots(): List<String> = contentRoots()
+
+    /**
+     * The name of this project's cross-session messaging participant: the
+     * setting, else `intellij-<project>` (see [ParticipantNames.derive]).
+     */
+    val participantName: String
+        get() = QwenSettings.getInstance().options.participantName ?: ParticipantNames.derive("intellij", project.name)
+
+    /** What the status bar widget shows; null when the companion is off in the settings. */
+    fun status(): CompanionStatus? {
+        val h = host ?: return if (QwenSettings.getInstance().options.enabled) CompanionStatus(false, null, 0, 0, null) else null
+        return h.status(QwenPluginHostService.getInstance().lastError)
+    }
+
+    /**
+     * Disposal (project close, on the UI thread under the write lock): the
+     * host disposes the diff views at once and frees the companion on a
+     * background thread, so a callback still inside a handler never blocks
+     * the IDE.
+     */
     override fun dispose() {
-        val h = synchronized(lock) { host.also { host = null } }
+        val h = synchronized(lock) {
+            disposed = true
+            host.also { host = null }
+        }
         h?.close()
     }
 
@@ -81,22 +204,24 @@ class QwenCompanionService(private val project: Project) : Disposable {
         return WorkspaceRoots.normalize(roots, project.basePath)
     }
 
-    /** The file's text as the user sees it (unsaved edits included); null for a new file. */
+    /**
+     * The file's text as the user sees it (unsaved edits included); null for a
+     * new file. Runs on the library's callback thread WITHOUT a read action (a
+     * project disposal holding the write lock would block it, and the disposal
+     * waits for this thread): an open document's immutable snapshot, else the
+     * file from disk.
+     */
     private fun readOriginal(path: String): String? {
-        val vf = LocalFileSystem.getInstance().findFileByPath(path) ?: return null
-        if (vf.isDirectory) return null
-        return runReadAction { FileDocumentManager.getInstance().getDocument(vf)?.text }
-            ?: String(vf.contentsToByteArray(), vf.charset)
+        val vf = LocalFileSystem.getInstance().findFileByPath(path)
+        if (vf != null && !vf.isDirectory) {
+            val cached = FileDocumentManager.getInstance().getCachedDocument(vf)
+            if (cached != null) return cached.immutableCharSequence.toString()
+            return String(vf.contentsToByteArray(), vf.charset)
+        }
+        val f = File(path)
+        return if (f.isFile) f.readText() else null
     }
 
-    /** `QWEN_COMPANION_LIB`, else the library bundled in the plugin's `native/` folder, else JNA's search. */
-    private fun libraryPath(): String? {
-        val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
-        if (env != null && env.isNotBlank()) return env
-        val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
-        val bundled = plugin.pluginPath.resolve("native").resolve(System.mapLibraryName(QwenCompanionLibrary.LIBRARY_NAME))
-        return if (Files.isRegularFile(bundled)) bundled.toString() else null
-    }
 
     private fun notifyUser(message: String) {
         NotificationGroupManager.getInstance()
@@ -105,15 +230,17 @@ class QwenCompanionService(private val project: Project) : Disposable {
             .notify(project)
     }
 
-    private class IdeaHostLog(private val log: Logger) : HostLog {
-        override fun info(message: String) = log.info(message)
-        override fun warn(message: String, error: Throwable?) = log.warn(message, error)
-        // Logger.error would pop the IDE's "internal error" balloon; the core's errors are ours, not the IDE's.
-        override fun error(message: String, error: Throwable?) = log.warn(message, error)
-    }
-
     companion object {
         const val PLUGIN_ID = "qwen.companion.intellij"
         const val NOTIFICATION_GROUP = "Qwen Code Companion"
+
+        /** `QWEN_COMPANION_LIB`, else the library bundled in the plugin's `native/` folder, else null (JNA's search). */
+        fun libraryPath(): String? {
+            val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
+            if (env != null && env.isNotBlank()) return env
+            val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
+            val bundled = plugin.pluginPath.resolve("native").resolve(System.mapLibraryName(QwenCompanionLibrary.LIBRARY_NAME))
+            return if (Files.isRegularFile(bundled)) bundled.toString() else null
+        }
     }
 }
