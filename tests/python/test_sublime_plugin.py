@@ -1016,12 +1016,13 @@ def test_every_setting_is_documented(st):
     import re
 
     used = set()
-    for f in ("plugin.py", os.path.join("qwen_core", "host.py")):
+    for f in ("plugin.py", os.path.join("qwen_core", "host.py"), "participant.py"):
         code = open(os.path.join(SUBLIME_PACKAGE_DIR, f), encoding="utf-8").read()
         used |= set(re.findall(r'(?:\bsettings\(\)|\bs|self\._settings\(\))\.get\("([a-z_0-9]+)"', code))
     used |= set(st.plugin.COMPANION_KEYS) | set(st.plugin.HOST_KEYS)
     defaults = read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, "QwenCompanion.sublime-settings"))
-    readme = open(os.path.join(SUBLIME_PACKAGE_DIR, "README.md"), encoding="utf-8").read()
+    readme = "".join(open(os.path.join(SUBLIME_PACKAGE_DIR, doc), encoding="utf-8").read()
+                     for doc in ("README.md", "SESSIONS.md"))
     assert used <= set(defaults), sorted(used - set(defaults))
     assert set(defaults) <= used, sorted(set(defaults) - used)  # no stale setting
     for key in defaults:

@@ -696,7 +696,7 @@ class PluginHost(NativeHandle):
     def mcp_info(self):
         # type: () -> Dict[str, Any]
         """``{"url", "port", "headers": {"Authorization": "Bearer ..."},
-        "env": {}, "lockFile", "serverName", "tools": [names], "sessions"}``
+        "env": {"QWEN_COMPANION_PLUGINS_PID": PID}, "lockFile", "serverName", "tools": [names], "sessions"}``
         of the running server (``env`` is empty: Qwen Code reaches the server
         through the bridge). Raises :class:`~qwen_companion.NotRunningError`."""
         return self._call_json("qc_plugin_host_mcp_info")
