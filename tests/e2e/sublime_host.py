@@ -54,7 +54,6 @@ The plugin's console (print) goes to stderr; so do the stub's status-bar message
 
 import argparse
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -143,9 +142,11 @@ class Host(object):
         # Sublime Text starts with the window open, then loads the plugin.
         self.editor = sublime.Editor()
         self.window = self.editor.new_window(absolute_roots(self.args.workspace))
-        spec = importlib.util.spec_from_file_location("QwenCompanion.plugin", PLUGIN_FILE)
-        plugin = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(plugin)
+        # Imported as Sublime Text imports a package (QwenCompanion.plugin).
+        sys.path.insert(0, os.path.dirname(STUBS))
+        from sublime_package import load_package
+
+        plugin = load_package(only=("plugin",)).plugin
         self.plugin = plugin
         self._observe_plugin()
         plugin.plugin_loaded()

@@ -3,7 +3,6 @@
 mapping, workspace folders, terminal env, and the whole diff flow driven by
 an MCP client (the official Python SDK)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,92 +19,7 @@ if STUBS not in sys.path:
 import sublime  # noqa: E402  (the stub)
 import sublime_plugin  # noqa: E402
 
-PLUGIN_FILE = os.path.join(SUBLIME_PACKAGE_DIR, "plugin.py")
-
-
-def load_plugin():
-    spec = importlib.util.spec_from_file_location("QwenCompanion_plugin_under_test", PLUGIN_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class Recorder:
-    """Forwards to a Companion and records the public calls made on it."""
-
-    def __init__(self, target):
-        self._target = target
-        self.calls = []
-
-    def __getattr__(self, name):
-        attr = getattr(self._target, name)
-        if name.startswith("_") or not callable(attr):
-            return attr
-
-        def call(*args):
-            self.calls.append((name,) + args)
-            return attr(*args)
-
-        return call
-
-    def events(self):
-        keep = ("file_", "set_cursor", "set_selection", "set_workspace_roots", "diff_")
-        return [c for c in self.calls if c[0].startswith(keep)]
-
-
-class St:
-    """One test's editor: plugin module, stub editor, first window."""
-
-    def __init__(self, plugin, editor, window, lock_dir):
-        self.plugin = plugin
-        self.editor = editor
-        self.window = window
-        self.lock_dir = lock_dir
-
-    def wc(self, window=None):
-        return self.plugin._companions[(window or self.window).id()]
-
-    def record(self, window=None):
-        wc = self.wc(window)
-        wc.companion = Recorder(wc.companion)
-        return wc.companion
-
-    def lock(self, window=None):
-        with open(self.wc(window).companion.lock_file, encoding="utf-8") as f:
-            return json.load(f)
-
-    def diff_views(self, window=None):
-        return [v for v in (window or self.window).views() if v.settings().get("qwen_companion_is_diff")]
-
-    def pump_until(self, predicate, timeout=10.0):
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            sublime.pump(timeout=0.05)
-            if predicate():
-                return True
-        return predicate()
-
-
-@pytest.fixture
-def st(lib_path, lock_dir, workspace):
-    sublime.reset()
-    s = sublime.load_settings("QwenCompanion.sublime-settings")
-    s.set("library_path", lib_path)
-    s.set("lock_dir", lock_dir)
-    s.set("debounce_ms", 5)
-    s.set("max_wait_ms", 20)
-    editor = sublime.Editor()
-    window = editor.new_window([workspace])
-    plugin = load_plugin()
-    plugin.plugin_loaded()
-    env = St(plugin, editor, window, lock_dir)
-    try:
-        yield env
-    finally:
-        plugin.plugin_unloaded()
-        assert sublime.ui_violations == [], "UI touched off the UI thread"
+from sublime_harness import PLUGIN_FILE, Recorder, St, load_plugin, st  # noqa: E402,F401
 
 
 def test_one_companion_per_window(st, workspace, tmp_path):
@@ -723,15 +637,14 @@ def test_proposal_line_ending_restoration(st, proposed, buffer, expected):
 # -- finding the binding ----------------------------------------------------
 
 IMPORT_CHECK = r"""
-import importlib.util, os, sys
-sys.path.insert(0, {stubs!r})
+import os, sys
+sys.path.insert(0, {here!r})
+from sublime_package import load_package
 import sublime
 settings = sublime.load_settings("QwenCompanion.sublime-settings")
 if {binding_path!r}:
     settings.set("binding_path", {binding_path!r})
-spec = importlib.util.spec_from_file_location("plugin_under_test", {plugin!r})
-plugin = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plugin)
+plugin = load_package({package!r}, only=("plugin",)).plugin
 qc = plugin.import_binding()
 print(os.path.dirname(os.path.dirname(os.path.abspath(qc.__file__))))
 """
@@ -739,7 +652,7 @@ print(os.path.dirname(os.path.dirname(os.path.abspath(qc.__file__))))
 
 @pytest.mark.parametrize("binding_path", [BINDING_DIR, None], ids=["setting", "repository-checkout"])
 def test_plugin_finds_the_binding(binding_path, tmp_path):
-    code = IMPORT_CHECK.format(stubs=STUBS, binding_path=binding_path, plugin=PLUGIN_FILE)
+    code = IMPORT_CHECK.format(here=HERE, binding_path=binding_path, package=SUBLIME_PACKAGE_DIR)
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     out = subprocess.run(
@@ -755,12 +668,11 @@ def test_plugin_finds_the_binding(binding_path, tmp_path):
 
 
 INSTALLED_CHECK = r"""
-import importlib.util, os, sys
-sys.path.insert(0, {stubs!r})
+import os, sys
+sys.path.insert(0, {here!r})
+from sublime_package import load_package
 import sublime
-spec = importlib.util.spec_from_file_location("plugin_under_test", {plugin!r})
-plugin = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plugin)
+plugin = load_package({package!r}, only=("plugin",)).plugin
 qc = plugin.import_binding()
 print(os.path.abspath(qc.__file__))
 print(os.path.abspath(qc.load_library().path))
@@ -783,7 +695,7 @@ def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
 
     env.pop("QWEN_COMPANION_LIB")
     env.pop("PYTHONPATH", None)
-    code = INSTALLED_CHECK.format(stubs=STUBS, plugin=str(pkg / "plugin.py"))
+    code = INSTALLED_CHECK.format(here=HERE, package=str(pkg))
     out = subprocess.run(
         [sys.executable, "-c", code],
         cwd=str(tmp_path),

@@ -33,6 +33,8 @@ import threading
 import sublime
 import sublime_plugin
 
+from .qwen_core import host as _host_mod
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SETTINGS_FILE = "QwenCompanion.sublime-settings"
 
@@ -65,6 +67,7 @@ _closing = {}  # window id -> polls seen while closing; None once the window is 
 _qc = None  # the imported qwen_companion module
 _poll_generation = [0]
 _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may start
+_window_hooks = []  # (on_open, on_close) registered by the package's other modules
 
 
 def log(message):
@@ -302,6 +305,7 @@ class WindowCompanion(object):
         self.closed = False  # set (under diff_lock) by close()
         self.tracked = {}  # view id -> path last reported for it
         self.active = None  # path reported as focused
+        self.announced_to = []  # the window hooks told of this companion
         config = {}
         lock_dir = s.get("lock_dir")
         if lock_dir:
@@ -577,6 +581,7 @@ def companion_for(window, create=True):
                 log("cannot start for window {}: {}".format(window.id(), e))
                 return None
             _companions[window.id()] = wc
+            sublime.set_timeout(lambda: _notify_open(wc), 0)
             try:
                 log("window {} listening on port {} ({})".format(window.id(), wc.companion.port, wc.companion.lock_file))
             except Exception:
@@ -603,6 +608,7 @@ def close_window_companion(window_id):
             wc.close()
         except Exception as e:
             log("close failed: {}".format(e))
+        _notify_close(window_id)
 
 
 def window_closing(window_id):
@@ -657,6 +663,97 @@ def _poll(generation):
     sublime.set_timeout(lambda: _poll(generation), POLL_MS)
 
 
+# --------------------------------------------------------------------------
+# seams for the package's other modules (``from . import plugin as core``)
+
+_hosts = _host_mod.PluginHostManager(lambda: import_binding(), lambda: settings(), lambda m: log(m))
+
+
+def all_folders():
+    """The folders of every window, each once, in window order."""
+    seen = []
+    for w in sublime.windows():
+        for d in w.folders():
+            if d not in seen:
+                seen.append(d)
+    return seen
+
+
+def plugin_host(create=True):
+    """The process-wide ``qwen_companion.PluginHost`` started next to the
+    companions (its MCP server running and registered with Qwen Code), or
+    None when the setting ``plugins_enabled`` is false or it failed to start
+    (the error is logged and shown once). ``create=False`` never starts it."""
+    if create and not _loaded[0]:
+        create = False
+    return _hosts.get(create, all_folders())
+
+
+def register_host_capability(name, handler):
+    """Answers the plugins' ``host_request`` ``name`` with ``handler(request)``
+    (library thread; see ``PluginHost.set_capability``), now and after a restart
+    of the host. Replaces the package's default ``show_notification``."""
+    _hosts.set_capability(name, handler)
+
+
+def add_host_listener(fn):
+    """``fn(event)`` gets every event of the plugin host (library thread)."""
+    _hosts.add_listener(fn)
+
+
+def remove_host_listener(fn):
+    _hosts.remove_listener(fn)
+
+
+def register_window_hook(on_open=None, on_close=None):
+    """``on_open(window, wc)`` when a window's companion starts (``wc`` is its
+    ``WindowCompanion``: ``wc.companion`` the binding's ``Companion``,
+    ``wc.folders``), ``on_close(window_id)`` when it closes (the window
+    closed, "Restart", the package unloading). Both run on the main thread;
+    windows whose companion already runs get ``on_open`` soon (queued).
+    Returns a function that removes the hooks."""
+    entry = (on_open, on_close)
+    with _lock:
+        _window_hooks.append(entry)
+        running = list(_companions.values())
+    if on_open is not None:
+        for wc in running:
+            sublime.set_timeout(lambda wc=wc: _notify_open(wc, [entry]), 0)
+
+    def remove():
+        with _lock:
+            if entry in _window_hooks:
+                _window_hooks.remove(entry)
+
+    return remove
+
+
+def _notify_open(wc, hooks=None):
+    """Main thread: ``on_open`` hooks for ``wc`` if it still is its window's companion."""
+    with _lock:
+        if _companions.get(wc.window_id) is not wc:
+            return
+        hooks = list(_window_hooks if hooks is None else hooks)
+        # each hook hears of a companion once (its creation and a hook
+        # registered meanwhile may both have queued this)
+        hooks = [h for h in hooks if not any(h is done for done in wc.announced_to)]
+        wc.announced_to.extend(hooks)
+    window = wc.window()
+    if window is None:
+        return
+    for on_open, _ in hooks:
+        if on_open is not None:
+            safely(on_open, window, wc)
+
+
+def _notify_close(window_id):
+    with _lock:
+        hooks = list(_window_hooks)
+    for _, on_close in hooks:
+        if on_close is not None:
+            safely(on_close, window_id)
+
+
 def plugin_loaded():
     _loaded[0] = True
     _poll_generation[0] += 1
@@ -664,6 +761,7 @@ def plugin_loaded():
     sublime.set_timeout(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
         start_companion(window)
+    plugin_host(create=True)
 
 
 def plugin_unloaded():
@@ -673,6 +771,7 @@ def plugin_unloaded():
         ids = list(_companions)
     for window_id in ids:
         close_window_companion(window_id)
+    _hosts.stop()
 
 
 def safely(fn, *args):
