@@ -7,19 +7,17 @@ under the stub editor against the real library with the fixture plugins
 private plugins directory and Packages folder. At the end no plugin
 process of ours may be left."""
 
-import importlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
 import time
-import types
 
 import pytest
 
 import qwen_companion
+from conftest import LIB_PATH as LIB
 from conftest import REPO, SUBLIME_PACKAGE_DIR
+from sublime_package import load_package
 
 import sublime_ui_stubs as stubs  # noqa: E402  (extends the stub editor)
 
@@ -287,159 +285,86 @@ def node_children():
     return out
 
 
-class ManifestHost(object):
-    """The real PluginHost; its list entries gain ``manifest`` (read from
-    the installed folder) and ``lastError`` (from its events) where the
-    library does not give them yet, and ``views_*`` are the contract's shape
-    over the manifests where the library has no view server yet."""
+class HostContract(object):
+    """Where the library does not give them yet (the view-server branch
+    adds them), the contract's parts of ``PluginHost`` for these tests:
+    list entries gain ``manifest`` (read from the installed folder) and
+    ``lastError`` (from the host's ``plugin_disabled`` events), and
+    ``views_*`` give the view server's document over the manifests. Each is
+    patched in only when the binding lacks it."""
 
-    def __init__(self, real):
-        self._real = real
+    def __init__(self, monkeypatch):
         self.last_errors = {}
+        cls = qwen_companion.PluginHost
+        contract = self
+        real_list = cls.list
+        self.patched_list = not _lists_manifests()
+        if self.patched_list:
+            def list_(host):
+                out = real_list(host)
+                for e in out:
+                    if "manifest" not in e:
+                        path = os.path.join(host.plugins_dir, "installed", e["id"], "manifest.json")
+                        e["manifest"] = read_json(path) if not e.get("error") else None
+                    if "lastError" not in e:
+                        e["lastError"] = contract.last_errors.get(e["id"])
+                return out
 
-    def __getattr__(self, name):
-        return getattr(self._real, name)
+            monkeypatch.setattr(cls, "list", list_)
+        if not hasattr(cls, "views_start"):
+            monkeypatch.setattr(cls, "views_start", lambda host, config=None: contract.doc(host), raising=False)
+            monkeypatch.setattr(cls, "views", lambda host: contract.doc(host), raising=False)
+            monkeypatch.setattr(cls, "view_url", lambda host, plugin_id, view_id=None: contract.view_url(host, plugin_id, view_id), raising=False)
+            monkeypatch.setattr(cls, "set_color_scheme", lambda host, scheme: None, raising=False)
 
     def event(self, ev):
         if ev.get("type") == "plugin_disabled":
             self.last_errors[ev["plugin"]] = {"message": ev.get("reason") or "disabled", "at": int(time.time() * 1000)}
 
-    def list(self):
-        out = self._real.list()
-        for e in out:
-            if "manifest" not in e:
-                path = os.path.join(self._real.plugins_dir, "installed", e["id"], "manifest.json")
-                e["manifest"] = read_json(path) if not e.get("error") else None
-            if "lastError" not in e:
-                e["lastError"] = self.last_errors.get(e["id"])
-        return out
-
-    # the view server's contract, only while the library lacks it
-    def _doc(self):
+    def doc(self, host):
         views, panels = [], []
-        for e in self.list():
+        for e in host.list():
             if not e["enabled"] or not e.get("manifest"):
                 continue
             m = e["manifest"]
             for v in m.get("views") or []:
-                views.append({"plugin": e["id"], "id": v["id"], "title": v["title"], "url": "http://127.0.0.1:9/{}/{}".format(e["id"], v["id"])})
+                views.append({"plugin": e["id"], "id": v["id"], "title": v["title"],
+                              "url": "http://127.0.0.1:9/{}/{}".format(e["id"], v["id"])})
             if m.get("ui"):
                 panels.append({"plugin": e["id"], "title": m["ui"].get("title"), "url": "http://127.0.0.1:9/{}/ui".format(e["id"])})
         return {"url": "http://127.0.0.1:9/", "views": views, "panels": panels, "colorScheme": "dark"}
 
-    def views_start(self, config=None):
-        if hasattr(self._real, "views_start"):
-            return self._real.views_start(config)
-        return self._doc()
-
-    def views(self):
-        if hasattr(self._real, "views"):
-            return self._real.views()
-        return self._doc()
-
-    def view_url(self, plugin_id, view_id=None):
-        if hasattr(self._real, "view_url"):
-            return self._real.view_url(plugin_id, view_id)
-        for v in self._doc()["views"]:
+    def view_url(self, host, plugin_id, view_id=None):
+        for v in self.doc(host)["views"]:
             if v["plugin"] == plugin_id and v["id"] == view_id:
                 return v["url"]
         raise qwen_companion.NotFoundError("no view {}/{}".format(plugin_id, view_id))
 
-    def set_color_scheme(self, scheme):
-        if hasattr(self._real, "set_color_scheme"):
-            self._real.set_color_scheme(scheme)
 
+def _lists_manifests():
+    """Whether the library's list entries carry ``manifest`` already."""
+    import tempfile
 
-class FakeCore(object):
-    """The seam of plugin.py (``plugin_host``, ``register_host_capability``,
-    ``add_host_listener``, ``register_window_hook``, ``import_binding``) over
-    one real host in a private plugins directory."""
-
-    def __init__(self, lib_path, plugins_dir):
-        self.lib_path = lib_path
-        self.plugins_dir = plugins_dir
-        self.host = None
-        self.caps = {}
-        self.listeners = []
-        self.hooks = []
-        self.events = []
-
-    def import_binding(self):
-        return qwen_companion
-
-    def _on_event(self, ev):
-        self.events.append(ev)
-        if self.host is not None:
-            self.host.event(ev)
-        for fn in list(self.listeners):
-            fn(ev)
-
-    def plugin_host(self, create=True):
-        if self.host is None and create:
-            real = qwen_companion.PluginHost(plugins_dir=self.plugins_dir, library=self.lib_path, on_event=self._on_event,
-                                             crash_loop_max_exits=2, crash_loop_window_ms=60000)
-            self.host = ManifestHost(real)
-            for name, fn in self.caps.items():
-                real.set_capability(name, fn)
-        return self.host
-
-    def register_host_capability(self, name, handler):
-        self.caps[name] = handler
-        if self.host is not None:
-            self.host.set_capability(name, handler)
-
-    def add_host_listener(self, fn):
-        self.listeners.append(fn)
-
-    def remove_host_listener(self, fn):
-        if fn in self.listeners:
-            self.listeners.remove(fn)
-
-    def register_window_hook(self, on_open=None, on_close=None):
-        entry = (on_open, on_close)
-        self.hooks.append(entry)
-        return lambda: entry in self.hooks and self.hooks.remove(entry)
-
-    def open_window(self, window):
-        for on_open, _ in self.hooks:
-            if on_open is not None:
-                on_open(window, None)
-
-    def close(self):
-        if self.host is not None:
-            self.host._real.close()
-
-
-def load_ui_package(core):
-    """The package's UI modules imported as Sublime Text imports them
-    (``QwenCompanion.<module>``), over ``core`` as ``QwenCompanion.plugin``."""
-    for key in [k for k in sys.modules if k == "QwenCompanion" or k.startswith("QwenCompanion.")]:
-        del sys.modules[key]
-    spec = importlib.machinery.ModuleSpec("QwenCompanion", None, is_package=True)
-    spec.submodule_search_locations = [SUBLIME_PACKAGE_DIR]
-    package = importlib.util.module_from_spec(spec)
-    package.__path__ = [SUBLIME_PACKAGE_DIR]
-    sys.modules["QwenCompanion"] = package
-    fake = types.ModuleType("QwenCompanion.plugin")
-    for name in ("import_binding", "plugin_host", "register_host_capability", "add_host_listener",
-                 "remove_host_listener", "register_window_hook"):
-        setattr(fake, name, getattr(core, name))
-    sys.modules["QwenCompanion.plugin"] = fake
-    package.plugin = fake
-    mods = {}
-    for short in ("qwen_ui_core", "plugin_ui", "plugin_config", "plugin_manager"):
-        mods[short] = importlib.import_module("QwenCompanion." + short)
-    return types.SimpleNamespace(**mods)
+    with tempfile.TemporaryDirectory() as d:
+        with qwen_companion.PluginHost(plugins_dir=d, library=LIB) as h:
+            h.install(os.path.join(EXAMPLES, "hello"))
+            return "manifest" in h.list()[0]
 
 
 class Ui(object):
-    def __init__(self, pkg, core, window, packages, workspace, opened):
+    def __init__(self, pkg, window, packages, workspace, opened):
         self.pkg = pkg
-        self.core = core
         self.window = window
         self.packages = packages
         self.workspace = workspace
         self.opened = opened  # URLs given to webbrowser.open
+
+    def host(self):
+        return self.pkg.plugin.plugin_host(create=False)
+
+    @property
+    def plugins_dir(self):
+        return self.host().plugins_dir
 
     def pump_until(self, predicate, timeout=20.0):
         deadline = time.monotonic() + timeout
@@ -480,7 +405,7 @@ class Ui(object):
 
 
 @pytest.fixture
-def stui(lib_path, tmp_path, workspace, monkeypatch):
+def stui(lib_path, lock_dir, tmp_path, workspace, monkeypatch):
     sublime.reset()
     stubs.reset()
     packages = str(tmp_path / "Packages")
@@ -490,21 +415,23 @@ def stui(lib_path, tmp_path, workspace, monkeypatch):
     import webbrowser
 
     monkeypatch.setattr(webbrowser, "open", lambda url, *a, **k: opened.append(url) or True)
-    core = FakeCore(lib_path, str(tmp_path / "plugins"))
-    pkg = load_ui_package(core)
-    for m in (pkg.plugin_ui, pkg.plugin_config, pkg.plugin_manager):
-        if hasattr(m, "plugin_loaded"):
-            m.plugin_loaded()
+    contract = HostContract(monkeypatch)
+    s = sublime.load_settings("QwenCompanion.sublime-settings")
+    s.set("library_path", lib_path)
+    s.set("lock_dir", lock_dir)
+    s.set("plugins_enabled", True)
+    s.set("plugins_dir", str(tmp_path / "plugins"))
+    s.set("plugins_mcp", False)  # the MCP server and its registration have their own tests
     window = sublime.Editor().new_window([workspace])
-    core.open_window(window)
-    env = Ui(pkg, core, window, packages, workspace, opened)
+    pkg = load_package()
+    pkg.plugin.add_host_listener(contract.event)
+    pkg.loaded()
+    env = Ui(pkg, window, packages, workspace, opened)
     try:
+        assert env.pump_until(lambda: env.host() is not None)
         yield env
     finally:
-        for m in (pkg.plugin_manager, pkg.plugin_config, pkg.plugin_ui):
-            if hasattr(m, "plugin_unloaded"):
-                m.plugin_unloaded()
-        core.close()
+        pkg.unloaded()
         assert sublime.ui_violations == [], "UI touched off the UI thread"
         deadline = time.monotonic() + 10
         while node_children() and time.monotonic() < deadline:
@@ -531,7 +458,7 @@ def test_install_generates_keymap_and_palette_and_follows_changes(stui):
     stubs.pick(stui.window, "Disable")
     assert stui.pump_until(lambda: stui.keymap() == [])
     assert stui.palette() == []
-    assert stui.core.host.list()[0]["enabled"] is False
+    assert stui.host().list()[0]["enabled"] is False
 
     stui.run("qwen_plugins_manage")
     stui.wait_quick_panel()
@@ -553,7 +480,7 @@ def test_install_generates_keymap_and_palette_and_follows_changes(stui):
     stubs.pick(stui.window, "Full Example")
     stubs.pick(stui.window, "Uninstall and remove")
     assert stui.pump_until(lambda: stui.keymap() == [])
-    assert [e["id"] for e in stui.core.host.list()] == ["com.example.hello"]
+    assert [e["id"] for e in stui.host().list()] == ["com.example.hello"]
 
 
 def test_keymap_on_macos_uses_super(stui, monkeypatch):
@@ -644,7 +571,7 @@ def test_configuration_through_quick_panels(stui):
     assert [r[0] for r in stubs.rows(stui.window)] == ["Auto", "Fast", "Accurate"]
     stubs.pick(stui.window, "Accurate")
     assert stui.pump_until(lambda: (s.get("plugin_config") or {}).get("com.example.full", {}).get("mode") == "accurate")
-    state = read_json(os.path.join(stui.core.plugins_dir, "state.json"))
+    state = read_json(os.path.join(stui.plugins_dir, "state.json"))
     assert state["plugins"]["com.example.full"]["config"]["mode"] == "accurate"
     assert "QwenCompanion.sublime-settings" in stubs.saved_settings()
 
@@ -693,11 +620,11 @@ def test_settings_mirror_edits_reach_the_host(stui):
     applied = stui.pkg.plugin_config.apply_mirror_changes()
     assert ("com.example.full", "limit", 1) in applied
     assert all(k != "mode" for _, k, _ in applied)  # the host refused a number for a select
-    state = read_json(os.path.join(stui.core.plugins_dir, "state.json"))
+    state = read_json(os.path.join(stui.plugins_dir, "state.json"))
     assert state["plugins"]["com.example.full"]["config"] == {"limit": 1}
     s.set("plugin_config", {})
     stui.pkg.plugin_config.apply_mirror_changes()
-    state = read_json(os.path.join(stui.core.plugins_dir, "state.json"))
+    state = read_json(os.path.join(stui.plugins_dir, "state.json"))
     assert not state["plugins"]["com.example.full"].get("config")
 
 
@@ -772,11 +699,11 @@ def test_open_view_in_the_browser(stui):
     rows = stui.wait_quick_panel()
     assert [r[0] for r in rows] == ["Full Example: Example Board", "Todo Quadrant: Todo Quadrant", "Full Example: Example Panel"]
     stubs.pick(stui.window, "Todo Quadrant: Todo Quadrant")
-    url = stui.core.host.view_url("local.todo-quadrant", "quadrant")
+    url = stui.host().view_url("local.todo-quadrant", "quadrant")
     assert stui.opened == [url]
     stui.run("qwen_plugins_open_view", {"plugin": "com.example.full", "view": "board"})
     assert stui.pump_until(lambda: len(stui.opened) == 2)
-    assert stui.opened[1] == stui.core.host.view_url("com.example.full", "board")
+    assert stui.opened[1] == stui.host().view_url("com.example.full", "board")
     stui.run("qwen_plugins_open_view", {"plugin": "com.example.full", "view": "nope"})
     stui.wait_output("com.example.full: no view nope")
 
@@ -786,7 +713,7 @@ def test_crashed_plugin_shows_its_last_error(stui):
     pid = "test.hostile.crash-loop"
     for _ in range(6):
         try:
-            stui.core.host.call(pid, "ping", {})
+            stui.host().call(pid, "ping", {})
         except qwen_companion.PluginCallError as e:
             if e.kind == "disabled":
                 break
@@ -795,13 +722,13 @@ def test_crashed_plugin_shows_its_last_error(stui):
     stui.run("qwen_plugins_manage")
     rows = stui.wait_quick_panel()
     row = [r for r in rows if r[0].startswith("Hostile: crash-loop")][0]
-    assert " \u00b7 test.hostile.crash-loop \u00b7 last error: it exited unexpectedly 2 times" in row[1]
+    assert " \u00b7 test.hostile.crash-loop \u00b7 last error: it exited unexpectedly 3 times" in row[1]
     stubs.pick(stui.window, "Hostile: crash-loop")
     assert [r[0] for r in stubs.rows(stui.window)][:3] == ["Restart (clears the crash-loop breaker)", "Disable", "Show the last error"]
     stubs.pick(stui.window, "Show the last error")
-    assert "test.hostile.crash-loop \u00b7 last error\n\nit exited unexpectedly 2 times" in stui.output()
+    assert "test.hostile.crash-loop \u00b7 last error\n\nit exited unexpectedly 3 times" in stui.output()
     with pytest.raises(qwen_companion.PluginCallError) as e:
-        stui.core.host.call(pid, "ping", {})
+        stui.host().call(pid, "ping", {})
     assert e.value.kind == "disabled"
     # restart: the breaker is cleared, the plugin answers again
     stui.run("qwen_plugins_manage")
@@ -809,4 +736,4 @@ def test_crashed_plugin_shows_its_last_error(stui):
     stubs.pick(stui.window, "Hostile: crash-loop")
     stubs.pick(stui.window, "Restart")
     assert stui.pump_until(lambda: any(m.endswith("test.hostile.crash-loop enabled") for m in sublime.status_messages))
-    assert stui.core.host.call(pid, "ping", {})["content"][0]["text"] == "pong"
+    assert stui.host().call(pid, "ping", {})["content"][0]["text"] == "pong"
