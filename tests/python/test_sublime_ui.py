@@ -493,8 +493,11 @@ def test_keymap_on_macos_uses_super(stui, monkeypatch):
     stui.run("qwen_plugins_regenerate")
     assert stui.pump_until(lambda: stui.keymap() and stui.keymap()[0]["keys"] == ["super+alt+d"])
     s.set("plugin_keybindings", False)
-    stui.run("qwen_plugins_regenerate")
+    stui.pkg.plugin_ui._settings_changed()  # what the settings' on_change runs
     assert stui.pump_until(lambda: stui.keymap() == [])
+    s.set("plugin_keybindings", True)
+    stui.pkg.plugin_ui._settings_changed()
+    assert stui.pump_until(lambda: stui.keymap() != [])
 
 
 def test_install_errors_show_problems_and_keep_the_path(stui):
@@ -613,15 +616,16 @@ def test_configuration_through_quick_panels(stui):
     assert stui.pump_until(lambda: "mode" not in s.get("plugin_config")["com.example.full"])
 
 
-def test_settings_mirror_edits_reach_the_host(stui):
+def test_settings_mirror_edits_reach_the_host(stui, capsys):
     stui.install(FULL)
     s = sublime.load_settings("QwenCompanion.sublime-settings")
     s.set("plugin_config", {"com.example.full": {"limit": 1, "mode": 7}})
-    applied = stui.pkg.plugin_config.apply_mirror_changes()
-    assert ("com.example.full", "limit", 1) in applied
-    assert all(k != "mode" for _, k, _ in applied)  # the host refused a number for a select
+    stui.pkg.plugin_config.apply_mirror_changes()  # what the settings' on_change runs
     state = read_json(os.path.join(stui.plugins_dir, "state.json"))
-    assert state["plugins"]["com.example.full"]["config"] == {"limit": 1}
+    assert state["plugins"]["com.example.full"]["config"] == {"limit": 1}  # a number for a select is refused
+    assert "plugin_config com.example.full.mode:" in capsys.readouterr().out
+    stui.run("qwen_plugin_run", {"plugin": "com.example.full", "tool": "do_something"})
+    stui.wait_output("1/1 done")  # limit 1: one step
     s.set("plugin_config", {})
     stui.pkg.plugin_config.apply_mirror_changes()
     state = read_json(os.path.join(stui.plugins_dir, "state.json"))

@@ -549,12 +549,34 @@ def _window_opened(window, wc=None):
     in_background(host)  # starts or attaches the host; regenerates the files
 
 
+KEY_SETTINGS = ("plugin_keybindings", "plugin_key_overrides", "plugin_ui_package")
+
+
+def _key_settings():
+    s = settings()
+    return json.dumps([s.get(k) for k in KEY_SETTINGS], sort_keys=True)
+
+
+def _settings_changed():
+    """Main thread: a key binding setting changed: regenerate."""
+    now = _key_settings()
+    with _lock:
+        changed = _state.get("key_settings") != now
+        _state["key_settings"] = now
+    if changed and host(create=False) is not None:
+        in_background(refresh)
+
+
 def plugin_loaded():
     c = core()
     c.register_host_capability("show_notification", on_show_notification)
     c.add_host_listener(on_host_event)
     with _lock:
         _state["remove_hooks"] = c.register_window_hook(_window_opened, None)
+        _state["key_settings"] = _key_settings()
+    s = settings()
+    if hasattr(s, "add_on_change"):
+        s.add_on_change("qwen_plugins_keys", _settings_changed)
 
 
 def plugin_unloaded():
@@ -565,6 +587,9 @@ def plugin_unloaded():
     if remove is not None:
         remove()
     _safely(c.remove_host_listener, on_host_event)
+    s = settings()
+    if hasattr(s, "clear_on_change"):
+        s.clear_on_change("qwen_plugins_keys")
 
 
 # --------------------------------------------------------------------------
