@@ -34,6 +34,7 @@ import base64
 import html
 import json
 import os
+import pathlib
 import threading
 import webbrowser
 
@@ -387,7 +388,7 @@ def open_file_card(window, card):
         sublime.status_message(LOG_PREFIX + "{} does not exist".format(card["path"]))
         return
     if card["external"]:
-        open_url("file://" + card["path"])
+        open_url(pathlib.Path(card["path"]).as_uri())
     else:
         window.open_file(card["path"])
 
@@ -641,6 +642,10 @@ class QwenPluginsParseDocumentCommand(sublime_plugin.WindowCommand):
             view = self.window.active_view()
             path = view.file_name() if view is not None else None
         parse_document(self.window, path)
+
+    def is_visible(self, paths=None):
+        # the side bar: one file; the palette (no paths): always
+        return paths is None or (len(paths) == 1 and os.path.isfile(paths[0]))
 
 
 class QwenPluginsNotificationsCommand(sublime_plugin.WindowCommand):
