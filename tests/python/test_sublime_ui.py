@@ -341,6 +341,9 @@ class HostContract(object):
         raise qwen_companion.NotFoundError("no view {}/{}".format(plugin_id, view_id))
 
 
+NATIVE_VIEWS = hasattr(qwen_companion.PluginHost, "views_start")
+
+
 def _lists_manifests():
     """Whether the library's list entries carry ``manifest`` already."""
     import tempfile
@@ -710,6 +713,26 @@ def test_open_view_in_the_browser(stui):
     assert stui.opened[1] == stui.host().view_url("com.example.full", "board")
     stui.run("qwen_plugins_open_view", {"plugin": "com.example.full", "view": "nope"})
     stui.wait_output("com.example.full: no view nope")
+
+
+def test_views_follow_the_ui_style(stui, monkeypatch):
+    stui.install(FULL)
+    style = ["dark"]
+    monkeypatch.setattr(sublime, "ui_info", lambda: {"theme": {"style": style[0]}}, raising=False)
+    sent = []
+    h = stui.host()
+    real = h.set_color_scheme
+    monkeypatch.setattr(h, "set_color_scheme", lambda scheme: sent.append(scheme) or real(scheme))
+    stui.run("qwen_plugins_open_view", {"plugin": "com.example.full", "view": "board"})
+    assert stui.pump_until(lambda: len(stui.opened) == 1)
+    assert sent == ["dark"]
+    style[0] = "light"
+    stui.pkg.plugin_ui._scheme_changed()  # what the Preferences' on_change runs
+    assert stui.pump_until(lambda: sent == ["dark", "light"])
+    stui.pkg.plugin_ui._scheme_changed()  # unchanged: nothing sent
+    sublime.pump(timeout=0.1)
+    assert sent == ["dark", "light"]
+    assert stui.host().views()["colorScheme"] == ("light" if NATIVE_VIEWS else "dark")
 
 
 def test_crashed_plugin_shows_its_last_error(stui):

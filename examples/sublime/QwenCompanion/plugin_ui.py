@@ -453,6 +453,8 @@ def ensure_views(h):
     scheme = color_scheme()
     if scheme is not None:
         _safely(h.set_color_scheme, scheme)
+        with _lock:
+            _state["scheme"] = scheme
     return h.views()
 
 
@@ -480,6 +482,18 @@ def _pick_view(window, items):
     if len(items) == 1:
         return open_url(items[0][2])
     quick_panel(window, [(c, d) for c, d, _ in items], lambda i: i >= 0 and open_url(items[i][2]))
+
+
+def _scheme_changed():
+    """Main thread: the Preferences changed; open pages follow a new
+    light/dark UI style."""
+    scheme = color_scheme()
+    with _lock:
+        changed = scheme is not None and _state.get("scheme") != scheme
+        _state["scheme"] = scheme
+    h = host(create=False)
+    if changed and h is not None:
+        in_background(h.set_color_scheme, scheme)
 
 
 def color_scheme():
@@ -578,6 +592,8 @@ def plugin_loaded():
     s = settings()
     if hasattr(s, "add_on_change"):
         s.add_on_change("qwen_plugins_keys", _settings_changed)
+        prefs = sublime.load_settings("Preferences.sublime-settings")
+        prefs.add_on_change("qwen_plugins_scheme", _scheme_changed)
 
 
 def plugin_unloaded():
@@ -591,6 +607,7 @@ def plugin_unloaded():
     s = settings()
     if hasattr(s, "clear_on_change"):
         s.clear_on_change("qwen_plugins_keys")
+        sublime.load_settings("Preferences.sublime-settings").clear_on_change("qwen_plugins_scheme")
 
 
 # --------------------------------------------------------------------------
