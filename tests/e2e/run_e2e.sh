@@ -32,6 +32,11 @@
 #   qwen-home-relative the same with QWEN_HOME=rel/q and the same cwd for both: the lock
 #                 lands in <cwd>/rel/q/ide and qwen connects
 #   stop          `stop` removes the lock file and the demo exits cleanly
+# with --host sublime, two more (issue 12):
+#   s-emoji-cursor the caret after two emoji (Sublime counts code points) reaches the
+#                 model at the CLI's UTF-16 column ("line 1, character 10", not 8)
+#   s-save-accepts ctrl+s in the proposal view (the key binding the package's keymap
+#                 resolves to there) accepts: the proposed text is written
 # stream-json (faster, no tmux) runs the same checks minus d-cli-accept, with
 #   --input-format stream-json --output-format stream-json.
 #
@@ -102,6 +107,9 @@ if [ "$MODE" = tui ]; then
   CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed d-cli-accept stream-drop quit scan qwen-home-tilde qwen-home-relative stop)
 else
   CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed stream-drop quit scan qwen-home-tilde qwen-home-relative stop)
+fi
+if [ "$DEMO_SPEC" = sublime ]; then
+  CHECKS+=(s-emoji-cursor s-save-accepts)
 fi
 KEEPALIVE_S=${E2E_KEEPALIVE_CHECK:-}
 if [ -n "$KEEPALIVE_S" ]; then
@@ -398,6 +406,46 @@ elif [ "$LIVE_OK" = 0 ]; then
   fail b-live "3 asks later, the model still has not seen the new selection $LIVE_TOKEN"
 fi
 
+# (sublime) a caret after emoji: Sublime Text's columns are code points, Qwen Code's
+# UTF-16 units. `s = "` is 5 units, each emoji 2: the caret after both is at 0-based
+# column 9, "character 10" for the CLI (a code-point column would say 8).
+if [ "$DEMO_SPEC" = sublime ]; then
+  CUR_CHECK=s-emoji-cursor
+  T0=$(date +%s%N)
+  EMOJI_FILE=$WS/emoji.py
+  EMOJI=$'\xf0\x9f\x98\x80\xf0\x9f\x98\x80'
+  printf 's = "%s" + x\n' "$EMOJI" > "$EMOJI_FILE"
+  EMOJI_TOKEN=E2E_EMOJI_CARET_$TAG
+  demo_cmd "open $EMOJI_FILE"
+  demo_cmd "caret-after $EMOJI"
+  demo_cmd "select $EMOJI_TOKEN"
+  sleep 0.5
+  EMOJI_OK=0
+  for attempt in 1 2 3; do
+    FROM=$(lines_of "$RUN/model.jsonl")
+    submit "E2E_ASK where is my caret, attempt $attempt" || abort "$WHY"
+    if ! wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask --has "last_user_text=caret, attempt $attempt"; then
+      fail s-emoji-cursor "the E2E_ASK request never reached the fake model ($WHY)"
+      EMOJI_OK=2
+      break
+    fi
+    jget "$JSON_LINE" last_user_text > "$RUN/emoji_user_text.txt"
+    if grep -qF "$EMOJI_TOKEN" "$RUN/emoji_user_text.txt"; then EMOJI_OK=1; break; fi
+    sleep 1
+  done
+  if [ "$EMOJI_OK" = 1 ]; then
+    if CTX=$(eu check-context "$RUN/emoji_user_text.txt" --delta --path "$EMOJI_FILE" \
+          --cursor "line 1, character 10" --selected "$EMOJI_TOKEN"); then
+      pass s-emoji-cursor "the caret after two emoji reached the model at UTF-16 character 10 ($(since "$T0")s)"
+    else
+      printf '%s\n' "$CTX" | sed 's/^/    /'
+      fail s-emoji-cursor "the model did not get the caret at UTF-16 character 10"
+    fi
+  elif [ "$EMOJI_OK" = 0 ]; then
+    fail s-emoji-cursor "3 asks later, the model still has not seen $EMOJI_TOKEN"
+  fi
+fi
+
 # Helpers shared by the edit steps.
 expect_diff_opened() { # PATH CONTENT FROM
   if ! wait_json "$RUN/demo.out" "$3" --eq event=diff_opened --eq "filePath=$1"; then
@@ -447,6 +495,26 @@ else
   fail c-diff-opened "$WHY"
   fail c-accept "no diff to accept"
   DIFF_BLOCKED="the accept edit is still pending, and qwen handles one at a time"
+fi
+
+# (sublime) ctrl+s in the proposal view accepts (not Save As).
+if [ "$DEMO_SPEC" = sublime ]; then
+  if [ -n "$DIFF_BLOCKED" ]; then
+    fail s-save-accepts "not run: $DIFF_BLOCKED"
+  elif propose_write s-save-accepts save; then
+    SAVE_PATH=$W_PATH
+    printf '%s\n' "$W_TOKEN" > "$RUN/save_expected.txt"
+    demo_cmd "save $SAVE_PATH"
+    if wait_until file_is "$SAVE_PATH" "$RUN/save_expected.txt" && wait_tool_result "$M0" "$SAVE_PATH"; then
+      pass s-save-accepts "ctrl+s in the proposal view accepted: the proposed text was written ($(since "$T0")s)"
+    else
+      fail s-save-accepts "after ctrl+s, $SAVE_PATH does not hold the proposal or the model got no result ($WHY)"
+      [ -f "$SAVE_PATH" ] || DIFF_BLOCKED="the save diff never resolved, and qwen handles one at a time"
+    fi
+  else
+    fail s-save-accepts "$WHY"
+    DIFF_BLOCKED="the save edit is still pending, and qwen handles one at a time"
+  fi
 fi
 
 # (c) the IDE declines: `reject` sends ide/diffRejected, `closed` (the user closed the

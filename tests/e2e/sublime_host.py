@@ -32,7 +32,13 @@ user would do, and the plugin's reactions are reported on stdout:
                     No TEXT: the selection collapses to the caret
     workspace DIRS  the window's folders become DIRS (then a window command, like
                     Project > Add Folder); roots are made absolute like the demo does
+    caret-after TEXT  the caret of the active view moves to just after the first TEXT
+                    in it (escapes as for select): Sublime counts code points, the
+                    plugin must report the column in UTF-16 units (an emoji is 2)
     accept PATH     "Qwen Companion: Accept Proposed Change" in the diff view of PATH
+    save PATH       the user presses ctrl+s in the diff view of PATH: the key binding
+                    the package's Default.sublime-keymap resolves to there runs (it
+                    must be Accept; an error event otherwise)
     accept-from FILE PATH   the user replaces the text of that diff view with FILE's text
                     (line endings normalised to LF, as in a Sublime buffer), then Accept
     reject PATH     "Qwen Companion: Reject Proposed Change" in that diff view
@@ -119,6 +125,7 @@ class Host(object):
         self.problems = 0  # plugin exceptions and UI-thread violations
         self.pending_diffs = []  # diff views whose content the plugin just set
         self.reported_violations = 0
+        self.reported_async_errors = 0
 
     # ------------------------------------------------------------------ set-up
 
@@ -136,6 +143,9 @@ class Host(object):
         s = sublime.load_settings("QwenCompanion.sublime-settings")
         s.set("library_path", self.args.library)
         s.set("log_level", self.args.log_level)
+        # The plugin host (plugins and their MCP server in ~/.qwen/settings.json)
+        # has its own real-CLI suite; here it runs only with --plugins.
+        s.set("plugins_enabled", bool(self.args.plugins))
         if self.args.ide_name:
             s.set("ide_name", self.args.ide_name)
 
@@ -148,6 +158,8 @@ class Host(object):
 
         plugin = load_package(only=("plugin",)).plugin
         self.plugin = plugin
+        for keymap in ("Default.sublime-keymap",):  # what Sublime Text loads on Linux
+            sublime.load_keymap(os.path.join(os.path.dirname(PLUGIN_FILE), keymap))
         self._observe_plugin()
         plugin.plugin_loaded()
         self.pump_once()
@@ -156,7 +168,7 @@ class Host(object):
         if wc is None:
             emit_error("start: the plugin did not start a companion for the window (see stderr)")
             return False
-        qc = sys.modules.get("qwen_companion")
+        qc = plugin.import_binding()
         note("plugin {} with the binding {} and the library {}".format(
             PLUGIN_FILE, getattr(qc, "__file__", "?"), qc.load_library(self.args.library).path if qc else "?"))
         emit({"event": "ready", "port": wc.companion.port, "lockFile": wc.companion.lock_file,
@@ -234,6 +246,12 @@ class Host(object):
     def pump_once(self, timeout=0.0):
         self.sublime.pump(timeout=timeout)
         self.announce_diffs()
+        errors = self.sublime.async_errors
+        while self.reported_async_errors < len(errors):
+            tb = errors[self.reported_async_errors]
+            self.reported_async_errors += 1
+            self.problems += 1
+            emit_error("exception on the async thread: " + tb.strip().splitlines()[-1])
         violations = self.sublime.ui_violations
         while self.reported_violations < len(violations):
             what, thread = violations[self.reported_violations]
@@ -325,7 +343,7 @@ class Host(object):
     # helpers
 
     def qc(self):
-        return sys.modules.get("qwen_companion")
+        return self.plugin.import_binding() if getattr(self, "plugin", None) else None
 
     def wc(self):
         wc = self.plugin._companions.get(self.window.id())
@@ -422,6 +440,15 @@ class Host(object):
                 line, char, view.file_name(), row + 1, col + 1))
         self.editor.move_cursor(view, row, col)  # -> on_selection_modified
 
+    def cmd_caret_after(self, arg):
+        text = unescape(self.require(arg, "caret-after TEXT"))
+        view = self.active_file_view()
+        at = self.text(view).find(text)
+        if at < 0:
+            raise Failure("{!r} is not in {}".format(text, view.file_name()))
+        row, col = view.rowcol(at + len(text))
+        self.editor.move_cursor(view, row, col)  # -> on_selection_modified(_async)
+
     def cmd_select(self, arg):
         sublime = self.sublime
         view = self.active_file_view()
@@ -476,6 +503,13 @@ class Host(object):
         self.replace_buffer(view, text.replace("\r\n", "\n"))
         view.run_command("qwen_companion_accept_diff")
 
+    def cmd_save(self, arg):
+        view = self.diff_view(self.require(arg, "save PATH"))
+        binding = self.editor.press(view, "ctrl+s")
+        command = binding and binding.get("command")
+        if command != "qwen_companion_accept_diff":
+            raise Failure("ctrl+s in the diff view ran {} instead of Accept".format(command or "save"))
+
     def cmd_reject(self, arg):
         view = self.diff_view(self.require(arg, "reject PATH"))
         view.run_command("qwen_companion_reject_diff")
@@ -496,6 +530,8 @@ def main():
     ap.add_argument("mode", choices=["ide"])
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--ide-name")
+    ap.add_argument("--plugins", action="store_true",
+                    help="run the package's plugin host too (it registers its MCP server in ~/.qwen)")
     args = ap.parse_args()
     if not absolute_roots(args.workspace):
         ap.error("--workspace names no directory")

@@ -7,7 +7,6 @@ raw JSON-RPC requests over urllib.
 Prints "PY38 SMOKE OK" on success.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -138,17 +137,21 @@ def run(lib, tmp):
     s.set("library_path", lib)
     s.set("lock_dir", lock_dir)
     window = sublime.Editor().new_window([ws])
-    plugin_file = os.path.join(REPO, "examples", "sublime", "QwenCompanion", "plugin.py")
-    spec = importlib.util.spec_from_file_location("QwenCompanion_plugin", plugin_file)
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    sys.path.insert(0, HERE)
+    from sublime_package import load_package  # the package imported as Sublime Text does
+
+    plugin = load_package(only=("plugin",)).plugin
     plugin.plugin_loaded()
     wc = plugin._companions[window.id()]
+    host = plugin.plugin_host()  # the plugin host and its MCP server start on 3.8 too
+    assert host is not None, plugin._hosts.error
+    assert host.mcp_info()["serverName"] == "qwen-companion-plugins"
     with open(wc.companion.lock_file) as fh:
         assert json.load(fh)["workspacePath"] == ws
     sublime.Editor().open_file(window, main_py)
     assert wc.companion.context()["workspaceState"]["openFiles"][0]["path"] == main_py
     plugin.plugin_unloaded()
+    assert host.closed
     assert sublime.ui_violations == []
 
 

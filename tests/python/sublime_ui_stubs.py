@@ -160,15 +160,27 @@ def type_into(window, text):
 # --- views -----------------------------------------------------------------
 
 
+_base_show_popup = getattr(sublime.View, "show_popup", None)
+
+
 def _show_popup(self, content, flags=0, location=-1, max_width=320, max_height=240, on_navigate=None, on_hide=None):
+    """Records the popup with its ``on_navigate`` (a test clicks a link by
+    calling it), on top of what the base stub records."""
     sublime._ui("View.show_popup")
+    if _base_show_popup is not None:
+        _base_show_popup(self, content, flags, location, max_width, max_height, on_navigate, on_hide)
     self.popup = {"content": content, "on_navigate": on_navigate}
+
+
+_base_hide_popup = getattr(sublime.View, "hide_popup", None)
 
 
 def _hide_popup(self):
     sublime._ui("View.hide_popup")
+    if _base_hide_popup is not None:
+        _base_hide_popup(self)
     self.popup = None
 
 
-_add(sublime.View, "show_popup", _show_popup)
-_add(sublime.View, "hide_popup", _hide_popup)
+sublime.View.show_popup = _show_popup
+sublime.View.hide_popup = _hide_popup

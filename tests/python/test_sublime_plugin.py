@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -672,14 +673,17 @@ import os, sys
 sys.path.insert(0, {here!r})
 from sublime_package import load_package
 import sublime
+path_before = list(sys.path)
 plugin = load_package({package!r}, only=("plugin",)).plugin
 qc = plugin.import_binding()
 print(os.path.abspath(qc.__file__))
 print(os.path.abspath(qc.load_library().path))
+print(qc.__name__)
+print(sys.path == path_before and "qwen_companion" not in sys.modules)
 """
 
 
-def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
+def test_install_script_ships_binding_library_and_bridge_in_lib(lib_path, tmp_path):
     packages = tmp_path / "Packages"
     env = dict(os.environ, QWEN_COMPANION_LIB=lib_path)
     subprocess.run(
@@ -689,9 +693,13 @@ def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
         stdout=subprocess.PIPE,
     )
     pkg = packages / "QwenCompanion"
-    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap"):
+    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap",
+                 "Default (OSX).sublime-keymap", "Main.sublime-menu", "qwen_core/host.py", "lib/__init__.py"):
         assert (pkg / name).is_file(), name
     assert (pkg / ".python-version").read_text().strip() == "3.8"
+    bridge = pkg / "lib" / "qc-mcp-bridge"
+    assert bridge.is_file() and os.access(str(bridge), os.X_OK)
+    assert not (pkg / "vendor").exists()
 
     env.pop("QWEN_COMPANION_LIB")
     env.pop("PYTHONPATH", None)
@@ -705,6 +713,303 @@ def test_install_script_vendors_binding_and_library(lib_path, tmp_path):
         universal_newlines=True,
     )
     assert out.returncode == 0, out.stderr
-    binding_file, library = out.stdout.split()
-    assert binding_file == str(pkg / "vendor" / "qwen_companion" / "__init__.py")
-    assert library == str(pkg / "vendor" / os.path.basename(lib_path))
+    binding_file, library, name, private = out.stdout.split()
+    assert binding_file == str(pkg / "lib" / "qwen_companion" / "__init__.py")
+    assert library == str(pkg / "lib" / os.path.basename(lib_path))
+    # the package's own subpackage: nothing on the global sys.path
+    assert name == "QwenCompanion.lib.qwen_companion" and private == "True"
+
+
+# -- issue 12: UTF-16 columns ---------------------------------------------------
+
+EMOJI_LINE = "s = '\U0001F600\U0001F600' + 'x'  # caret after the emoji\n"
+
+
+def test_stub_rowcol_utf16_counts_utf16_units(st):
+    view = sublime.View(st.window, text="ab\n\U0001F600c\u00e9\U0001F600d\n")
+    assert view.rowcol(view.text_point(1, 2)) == (1, 2)
+    assert view.rowcol_utf16(view.text_point(1, 2)) == (1, 3)  # the emoji counts 2
+    assert view.rowcol_utf16(view.text_point(1, 4)) == (1, 6)  # é counts 1, the second emoji 2
+    assert view.rowcol_utf16(view.text_point(0, 2)) == (0, 2)
+
+
+def test_cursor_column_after_emoji_is_in_utf16_units(st, tmp_path, mcp_connect):
+    path = tmp_path / "emoji.py"
+    path.write_text("x = 1\n" + EMOJI_LINE, encoding="utf-8")
+    rec = st.record()
+    view = st.editor.open_file(st.window, str(path))
+    client = mcp_connect(st.wc().companion.lock_file)
+    del rec.calls[:]
+    st.editor.move_cursor(view, 1, 7)  # after "s = '" and both emoji: 7 code points
+    assert rec.events()[0] == ("set_cursor", str(path), 2, 10)  # 9 UTF-16 units, 1-based
+
+    def at_column(params):
+        files = params["workspaceState"]["openFiles"]
+        return files and files[0].get("cursor") == {"line": 2, "character": 10}
+
+    assert client.wait_notification("ide/contextUpdate", at_column)
+
+
+# -- issue 12: library calls and view.substr only in the async handlers -------------------
+
+
+def test_async_handlers_do_the_library_work(st, workspace, monkeypatch):
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    rec = st.record()
+    reads = []
+    raw_substr = sublime.View.substr
+
+    def substr(v, x):
+        reads.append(threading.current_thread().name)
+        return raw_substr(v, x)
+
+    monkeypatch.setattr(sublime.View, "substr", substr)
+    st.editor.move_cursor(view, 2, 0, select_to=(2, 5))
+    st.window.focus_view(st.window.new_file())
+    st.window.focus_view(view)
+    assert ("set_selection", main, "print") in rec.events()
+    assert rec.calls and set(rec.threads) == {sublime.ASYNC_THREAD_NAME}
+    assert reads and set(reads) == {sublime.ASYNC_THREAD_NAME}
+
+
+SYNC_EVENTS = {
+    "on_pre_close_window": "window", "on_window_command": "window+command",
+    "on_pre_close": "view", "on_pre_move": "view",
+}
+
+
+def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
+    """Every synchronous handler of the listener only hands work over: with
+    the async thread held, none of them calls the library or reads a buffer."""
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
+    rec = st.record()
+    reads = []
+    monkeypatch.setattr(sublime.View, "substr", lambda v, x: reads.append(x) or "")
+    held = []
+    monkeypatch.setattr(sublime, "set_timeout_async", lambda fn, delay=0: held.append(fn))
+    (listener,) = [x for x in sublime_plugin.listeners() if type(x).__module__ == st.plugin.__name__]
+    sync = sorted(n for n in dir(listener) if n.startswith("on_") and not n.endswith("_async"))
+    assert set(sync) == set(SYNC_EVENTS), "a new sync handler: add it here"
+    for name in sync:
+        kind = SYNC_EVENTS[name]
+        hook = getattr(listener, name)
+        if kind == "window":
+            continue  # on_pre_close_window: below, last
+        elif kind == "window+command":
+            hook(st.window, "terminus_open", {"cmd": ["bash"]})
+        else:
+            hook(view)
+    assert rec.calls == [] and reads == []
+    assert held  # the work was handed over, not dropped
+    listener.on_pre_close_window(st.window)  # last: it retires the companion
+    assert rec.calls == [] and reads == []
+    for fn in held:
+        sublime.run_async(fn)
+    sublime.wait_async()
+    assert ("file_closed", main) in rec.events()
+
+
+# -- issue 12: save accepts ---------------------------------------------------------
+
+
+def load_keymaps(platform):
+    names = ["Default.sublime-keymap"]
+    if platform == "osx":
+        names.append("Default (OSX).sublime-keymap")
+    for name in names:
+        sublime.load_keymap(os.path.join(SUBLIME_PACKAGE_DIR, name))
+
+
+@pytest.mark.parametrize("keys, platform", [("ctrl+s", "linux"), ("super+s", "osx")])
+def test_save_in_the_proposal_view_accepts(st, workspace, mcp_connect, keys, platform):
+    load_keymaps(platform)
+    main = os.path.join(workspace, "main.py")
+    client = mcp_connect(st.wc().companion.lock_file)
+    open_diff(st, client, main)
+    assert st.pump_until(lambda: st.diff_views())
+    (view,) = st.diff_views()
+    st.editor.type_text(view, "# saved\n")
+    binding = st.editor.press(view, keys)
+    assert binding["command"] == "qwen_companion_accept_diff"
+    assert client.wait_notification("ide/diffAccepted") == {"filePath": main, "content": PROPOSED + "# saved\n"}
+    assert not view.is_valid()
+    assert ("save", None) not in st.window.commands  # no Save As dialog for the scratch view
+
+
+def test_save_elsewhere_is_still_save(st, workspace):
+    load_keymaps("linux")
+    view = st.editor.open_file(st.window, os.path.join(workspace, "main.py"))
+    rec = st.record()
+    assert st.editor.press(view, "ctrl+s") is None
+    assert ("save", None) in st.window.commands
+    assert not [c for c in rec.events() if c[0].startswith("diff_")]
+
+
+# -- issue 12: settings re-read on change ---------------------------------------------
+
+
+def test_changed_companion_settings_restart_the_companions(st, workspace):
+    old = st.wc()
+    old_lock = old.companion.lock_file
+    settings = sublime.load_settings("QwenCompanion.sublime-settings")
+    settings.set("debounce_ms", 7)
+    new = st.wc()
+    assert new is not old and new.config["debounce_ms"] == 7
+    assert old.companion.closed and not os.path.exists(old_lock)
+    assert st.lock()["workspacePath"] == workspace
+
+    settings.set("ide_name", "Sublime Text (work)")
+    assert st.wc() is not new and st.lock()["ideInfo"]["displayName"] == "Sublime Text (work)"
+
+    same = st.wc()
+    settings.set("terminus_inject_env", False)  # read at each use: nothing restarts
+    settings.set("log_level", 3)
+    assert st.wc() is same
+
+
+def test_an_invalid_changed_setting_is_reported_and_loses_nothing(st, workspace):
+    main = os.path.join(workspace, "main.py")
+    st.editor.open_file(st.window, main)
+    old = st.wc()
+    settings = sublime.load_settings("QwenCompanion.sublime-settings")
+    settings.set("request_timeout_ms", 5)  # out of the library's range
+    sublime.pump()
+    assert any("requestTimeoutMs" in m for m in sublime.status_messages)
+    assert st.wc() is old and not old.companion.closed  # the running companion stays
+    assert os.path.exists(old.companion.lock_file)
+    settings.set("request_timeout_ms", 20000)  # fixed: a companion with the new value
+    new = st.wc()
+    assert new is not old and new.config["request_timeout_ms"] == 20000
+    assert new.tracked == {st.window.active_view().id(): main} and new.active == main
+
+
+# -- issue 12: status indicator -----------------------------------------------------
+
+
+def status_of(view):
+    return view.get_status("qwen_companion")
+
+
+def test_status_indicator_shows_clis_diffs_and_errors(st, workspace, mcp_connect):
+    main = os.path.join(workspace, "main.py")
+    view = st.editor.open_file(st.window, main)
+    sublime.pump()
+    wc = st.wc()
+    assert status_of(view).startswith("Qwen: ")
+    client = mcp_connect(wc.companion.lock_file)
+    counts = hasattr(wc.companion._lib, "qc_companion_connected_clients")
+    if counts:
+        assert st.pump_until(lambda: (wc.update_status(), sublime.pump(), "1 CLI" in status_of(view))[-1])
+    else:
+        assert "listening on {}".format(wc.port) in status_of(view)
+
+    open_diff(st, client, main)
+    assert st.pump_until(lambda: st.diff_views())
+    (diff,) = st.diff_views()
+    st.window.focus_view(view)
+    sublime.pump()
+    assert "diff pending: main.py" in status_of(view)
+
+    wc.companion.close()  # the library refuses the decision now
+    diff.run_command("qwen_companion_accept_diff")
+    sublime.pump()
+    st.window.focus_view(view)
+    sublime.pump()
+    assert "error: diff_accept failed" in status_of(view)
+    assert "diff pending" not in status_of(view)
+
+
+def test_status_text():
+    from QwenCompanion.qwen_core import status
+
+    assert status.status_text(None, [], None, 4000) == "Qwen: listening on 4000"
+    assert status.status_text(0, [], None, 4000) == "Qwen: no CLI (port 4000)"
+    assert status.status_text(2, ["a.py"], "x\ny", 1) == "Qwen: 2 CLIs | diff pending: a.py | error: x y"
+    assert status.status_text(1, ["a", "b", "c"], None) == "Qwen: 1 CLI | 3 diffs pending"
+    assert len(status.status_text(1, [], "e" * 500)) < 120
+
+
+# -- issue 12: Run Qwen Code ----------------------------------------------------------
+
+
+def test_run_qwen_code_opens_terminus_with_the_env_and_the_command(st, workspace):
+    sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
+    settings = sublime.load_settings("QwenCompanion.sublime-settings")
+    st.window.run_command("qwen_companion_run_qwen")
+    name, args = st.window.commands[-1]
+    assert name == "terminus_open"
+    assert args["shell_cmd"] == "qwen" and "cmd" not in args  # the default
+    assert args["cwd"] == workspace and args["title"] == "Qwen Code"
+    assert args["env"]["QWEN_CODE_IDE_SERVER_PORT"] == str(st.wc().companion.port)
+    assert args["env"]["QWEN_CODE_IDE_WORKSPACE_PATH"] == workspace
+
+    settings.set("qwen_command", ["qwen", "--approval-mode", "default"])
+    st.window.run_command("qwen_companion_run_qwen")
+    assert st.window.commands[-1][1]["cmd"] == ["qwen", "--approval-mode", "default"]
+
+
+def test_run_qwen_code_without_terminus_says_what_to_install(st):
+    st.window.run_command("qwen_companion_run_qwen")
+    assert not [c for c in st.window.commands if c[0] == "terminus_open"]
+    assert any("Terminus" in m for m in sublime.error_messages)
+
+
+# -- issue 12: menus, commands and documented settings ----------------------------------
+
+
+def read_jsonc(path):
+    import re
+
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r'^\s*//.*$', "", text, flags=re.M)
+    return json.loads(re.sub(r",(\s*[\]}])", r"\1", text))
+
+
+def test_package_settings_menu_opens_the_settings_and_key_bindings():
+    menu = read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, "Main.sublime-menu"))
+    prefs = [m for m in menu if m["id"] == "preferences"][0]
+    (ours,) = [c for c in prefs["children"][0]["children"] if c["caption"] == "Qwen Companion"]
+    files = [c["args"]["base_file"] for c in ours["children"]]
+    assert [c["command"] for c in ours["children"]] == ["edit_settings", "edit_settings"]
+    for f in files:
+        assert os.path.isfile(f.replace("${packages}/QwenCompanion", SUBLIME_PACKAGE_DIR)), f
+
+
+def test_every_command_in_menus_and_palette_exists(st):
+    commands = read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, "QwenCompanion.sublime-commands"))
+    menu = read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, "Main.sublime-menu"))
+
+    def walk(items):
+        for item in items:
+            if "command" in item:
+                yield item["command"]
+            for x in walk(item.get("children", [])):
+                yield x
+
+    names = [c["command"] for c in commands] + list(walk(menu))
+    for keymap in ("Default.sublime-keymap", "Default (OSX).sublime-keymap"):
+        names += [b["command"] for b in read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, keymap))]
+    for name in names:
+        if name == "edit_settings":
+            continue
+        assert sublime_plugin.text_command(name) or sublime_plugin.window_command(name), name
+    assert "qwen_companion_run_qwen" in names
+
+
+def test_every_setting_is_documented(st):
+    import re
+
+    used = set()
+    for f in ("plugin.py", os.path.join("qwen_core", "host.py")):
+        code = open(os.path.join(SUBLIME_PACKAGE_DIR, f), encoding="utf-8").read()
+        used |= set(re.findall(r'(?:\bsettings\(\)|\bs|self\._settings\(\))\.get\("([a-z_0-9]+)"', code))
+    used |= set(st.plugin.COMPANION_KEYS) | set(st.plugin.HOST_KEYS)
+    defaults = read_jsonc(os.path.join(SUBLIME_PACKAGE_DIR, "QwenCompanion.sublime-settings"))
+    readme = open(os.path.join(SUBLIME_PACKAGE_DIR, "README.md"), encoding="utf-8").read()
+    assert used <= set(defaults), sorted(used - set(defaults))
+    assert set(defaults) <= used, sorted(set(defaults) - used)  # no stale setting
+    for key in defaults:
+        assert "`{}`".format(key) in readme, key

@@ -27,7 +27,7 @@ import logging
 import threading
 import weakref
 
-from typing import Any, Callable, Dict, Optional, Tuple, Union  # noqa: F401 (type comments)
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union  # noqa: F401 (type comments)
 
 from . import _native
 from ._native import (
@@ -98,6 +98,65 @@ def closed_at_exit():
     return live
 
 
+class _Finalizer(object):
+    """One daemon thread (``qwen-companion-finalizer``, started on first use)
+    that frees the handles of collected objects, in order."""
+
+    def __init__(self):
+        # type: () -> None
+        self._lock = threading.Lock()
+        self._queue = []  # type: List[Tuple[Any, str, int]]
+        self._wake = threading.Condition(self._lock)
+        self._thread = None  # type: Optional[threading.Thread]
+        self._running = False  # a free is under way
+
+    def free(self, lib, free_fn, handle):
+        # type: (Any, str, int) -> None
+        """Queues ``free_fn(handle)``; never blocks (takes only this lock,
+        which no library call is made under)."""
+        with self._lock:
+            self._queue.append((lib, free_fn, handle))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="qwen-companion-finalizer")
+                self._thread.daemon = True
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self):
+        # type: () -> None
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._wake.wait()
+                lib, free_fn, handle = self._queue.pop(0)
+                self._running = True
+            try:
+                status = getattr(lib, free_fn)(handle)
+                if status not in (_native.QC_OK, _native.QC_INVALID_HANDLE):
+                    logger.warning("%s of a collected object failed: %s", free_fn, status)
+            except BaseException:
+                logger.error("%s of a collected object failed", free_fn, exc_info=True)
+            finally:
+                with self._lock:
+                    self._running = False
+
+    def idle(self, timeout=5.0):
+        # type: (float) -> bool
+        """Waits until every queued free has run (for tests); True if so."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._queue and not self._running:
+                    return True
+            time.sleep(0.01)
+        return False
+
+
+_finalizer = _Finalizer()
+
+
 class NativeHandle(object):
     """Base of the classes that own one native handle (see the module docs).
 
@@ -162,8 +221,14 @@ class NativeHandle(object):
 
     def __del__(self):
         # type: () -> None
+        """A collected object's handle is freed on the finalizer thread, never
+        on the collecting one: ``qc_<kind>_free`` waits for a running callable
+        of the object, and the thread the garbage collector happens to run on
+        (a UI thread) may be the very one that callable waits for."""
         try:
-            self.close()
+            handle, self._handle = self._handle, None  # no other reference: no race
+            if handle is not None:
+                _finalizer.free(self._lib, self._FREE_FN, handle)
         except BaseException:
             pass
 

@@ -239,6 +239,12 @@ JSON_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 # qc_plugin_capability_fn: (user_data, request_id, request_json borrowed for the call).
 CAPABILITY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p)
 
+# Functions of newer libraries that the binding uses when present (a method
+# needing one raises NotFoundError without it): name -> (restype, argtypes).
+OPTIONAL_PROTOTYPES = {
+    "qc_companion_connected_clients": (c_status, [c_handle, ctypes.POINTER(ctypes.c_uint32), c_error_out]),
+}
+
 # name -> (restype, argtypes). Every fallible function ends with c_error_out.
 PROTOTYPES = {
     "qc_version": (ctypes.c_char_p, []),  # static string: never freed
@@ -542,6 +548,12 @@ class Library(object):
             fn.restype = restype
             fn.argtypes = argtypes
             setattr(self, fname, fn)
+        for fname, (restype, argtypes) in OPTIONAL_PROTOTYPES.items():
+            fn = getattr(cdll, fname, None)
+            if fn is not None:
+                fn.restype = restype
+                fn.argtypes = argtypes
+                setattr(self, fname, fn)
         if "qc_abi_version" in missing:
             raise AbiMismatchError(
                 "{} is not a qwen-companion library (no qc_abi_version)".format(path)

@@ -55,7 +55,9 @@ class Companion(NativeHandle):
     ``ide_id``, ``lock_dir`` (default ``$QWEN_HOME/ide`` or ``~/.qwen/ide``),
     ``ppid`` (default: this process, which lives as long as the editor),
     ``trusted``, ``debounce_ms``, ``max_wait_ms``, ``max_body_bytes``,
-    ``keep_alive_ms`` (SSE keep-alive interval, at most 30000).
+    ``keep_alive_ms`` (SSE keep-alive interval, at most 30000),
+    ``request_timeout_ms`` (how long ``openDiff`` / ``closeDiff`` wait for
+    the callables before the CLI gets an error; 100..600000, default 30000).
     ``config`` is either a dict merged under those, or a JSON string passed
     to the library verbatim (then the other configuration arguments must be
     left out).
@@ -104,6 +106,7 @@ class Companion(NativeHandle):
         max_wait_ms=None,  # type: Optional[int]
         max_body_bytes=None,  # type: Optional[int]
         keep_alive_ms=None,  # type: Optional[int]
+        request_timeout_ms=None,  # type: Optional[int]
         config=None,  # type: Optional[Union[str, Dict[str, Any]]]
         open_diff=None,  # type: Optional[OpenDiffCallable]
         close_diff=None,  # type: Optional[CloseDiffCallable]
@@ -128,6 +131,7 @@ class Companion(NativeHandle):
             "max_wait_ms": max_wait_ms,
             "max_body_bytes": max_body_bytes,
             "keep_alive_ms": keep_alive_ms,
+            "request_timeout_ms": request_timeout_ms,
         }
         given = dict((camel(k), v) for k, v in options.items() if v is not None)
         config_json, settings = _config_json(config, given)
@@ -199,6 +203,21 @@ class Companion(NativeHandle):
         """The listening port (:class:`NotRunningError` when stopped)."""
         out = ctypes.c_uint16()
         self._call("qc_companion_port", ctypes.byref(out))
+        return int(out.value)
+
+    def connected_clients(self):
+        # type: () -> int
+        """How many Qwen Code CLIs are connected now (MCP sessions with an
+        open notification stream; 0 when stopped). Raises
+        :class:`~qwen_companion.NotFoundError` with a library too old to
+        count them (``qc_companion_connected_clients`` missing)."""
+        if not hasattr(self._lib, "qc_companion_connected_clients"):
+            raise _native.NotFoundError(
+                "this library does not count connected clients (no qc_companion_connected_clients)",
+                _native.QC_NOT_FOUND,
+            )
+        out = ctypes.c_uint32()
+        self._call("qc_companion_connected_clients", ctypes.byref(out))
         return int(out.value)
 
     @property

@@ -19,21 +19,23 @@ without telling the CLI anything. A closed companion refuses new diffs, and a
 window that is closing never gets a new companion from its last events.
 
 Runs in the Python 3.8 plugin host (see ``.python-version``); the
-``qwen_companion`` binding is pure Python over ctypes, found as explained in
-README.md (importable already, ``binding_path`` setting, vendored under
-``vendor/``, or the repository's ``bindings/python`` in a development
-checkout).
+``qwen_companion`` binding is pure Python over ctypes, found as
+``qwen_core/binding.py`` explains (the package's own ``lib/``, the
+``binding_path`` setting, an importable one, or the repository's
+``bindings/python`` in a development checkout), never through the global
+``sys.path``.
 """
 
 import difflib
 import os
-import sys
 import threading
 
 import sublime
 import sublime_plugin
 
+from .qwen_core import binding as _binding_mod
 from .qwen_core import host as _host_mod
+from .qwen_core import status as _status_mod
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SETTINGS_FILE = "QwenCompanion.sublime-settings"
@@ -70,6 +72,21 @@ _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may s
 _window_hooks = []  # (on_open, on_close) registered by the package's other modules
 
 
+_UNKNOWN = object()
+
+
+def companion_config(s):
+    """The companion's construction settings (a change restarts the companions)."""
+    config = {}
+    lock_dir = s.get("lock_dir")
+    if lock_dir:
+        config["lock_dir"] = os.path.expanduser(lock_dir)
+    for key in ("debounce_ms", "max_wait_ms", "request_timeout_ms"):
+        if s.get(key) is not None:
+            config[key] = s.get(key)
+    return config
+
+
 def log(message):
     print(LOG_PREFIX + message)
 
@@ -82,35 +99,12 @@ def settings():
 # the binding
 
 
-def _binding_dirs():
-    dirs = []
-    configured = settings().get("binding_path")
-    if configured:
-        dirs.append(os.path.expanduser(configured))
-    dirs.append(os.path.join(PACKAGE_DIR, "vendor"))
-    # Development checkout: the package folder is (a symlink to)
-    # <repo>/examples/sublime/QwenCompanion.
-    real = os.path.dirname(os.path.realpath(__file__))
-    dirs.append(os.path.normpath(os.path.join(real, "..", "..", "..", "bindings", "python")))
-    return dirs
-
-
 def import_binding():
-    """Imports ``qwen_companion``: already importable (e.g. a Package Control
-    dependency), else from ``binding_path``, ``vendor/`` or the repository."""
+    """The ``qwen_companion`` binding, found as ``qwen_core/binding.py`` says
+    (the package's own ``lib/``, ``binding_path``, importable, the checkout)."""
     global _qc
-    if _qc is not None:
-        return _qc
-    try:
-        import qwen_companion  # noqa: F401
-    except ImportError:
-        for d in _binding_dirs():
-            if os.path.isdir(os.path.join(d, "qwen_companion")):
-                if d not in sys.path:
-                    sys.path.insert(0, d)
-                break
-        import qwen_companion  # raises ImportError with the standard message
-    _qc = sys.modules["qwen_companion"]
+    if _qc is None:
+        _qc = _binding_mod.import_binding(__package__, PACKAGE_DIR, settings().get("binding_path"))
     return _qc
 
 
@@ -306,13 +300,11 @@ class WindowCompanion(object):
         self.tracked = {}  # view id -> path last reported for it
         self.active = None  # path reported as focused
         self.announced_to = []  # the window hooks told of this companion
-        config = {}
-        lock_dir = s.get("lock_dir")
-        if lock_dir:
-            config["lock_dir"] = os.path.expanduser(lock_dir)
-        for key in ("debounce_ms", "max_wait_ms"):
-            if s.get(key) is not None:
-                config[key] = s.get(key)
+        # The editor state (tracked, active) changes on Sublime's async
+        # thread; a restart or revival may touch it from the main thread.
+        self.editor_lock = threading.RLock()
+        self.last_error = None  # the last failure, shown by the status indicator
+        self.config = companion_config(s)
         self.log_level = int(s.get("log_level", qc.LOG_WARN))
         self.companion = qc.Companion(
             workspace_roots=self.folders,
@@ -323,13 +315,15 @@ class WindowCompanion(object):
             log=self._on_log,
             log_level=max(1, min(5, self.log_level)),
             library=s.get("library_path") or None,
-            **config
+            **self.config
         )
+        self.env = self.companion.terminal_env()  # kept current by refresh_roots
+        self.port = self.companion.port
 
     # -- library thread -------------------------------------------------
 
     def _on_log(self, level, message):
-        if level <= self.log_level:
+        if level <= int(settings().get("log_level", self.log_level)):
             log(message)
 
     def _on_open_diff(self, path, new_content):
@@ -368,7 +362,9 @@ class WindowCompanion(object):
     def window(self):
         return window_by_id(self.window_id)
 
-    def close(self):
+    def close(self, on_ui=True):
+        """Closes the companion (lock file removed); its diff views are
+        discarded now (``on_ui``) or from the main thread."""
         with self.diff_lock:
             self.closed = True
             views = [d.view for d in self.diffs.values()]
@@ -376,8 +372,14 @@ class WindowCompanion(object):
         try:
             self.companion.close()
         finally:
-            for v in views:
-                discard_diff_view(v)
+            def discard():
+                for v in views:
+                    discard_diff_view(v)
+
+            if on_ui:
+                discard()
+            elif views:
+                sublime.set_timeout(discard, 0)
 
     def refresh_roots(self, window=None):
         window = window or self.window()
@@ -387,6 +389,7 @@ class WindowCompanion(object):
         if folders != self.folders:
             self.companion.set_workspace_roots(folders)
             self.folders = folders
+            self.env = self.companion.terminal_env()
             log("workspace folders: {}".format(", ".join(folders) or "(none)"))
 
     def show_diff(self, path):
@@ -476,22 +479,55 @@ class WindowCompanion(object):
         discard_diff_view(view)
 
     def diff_view_closing(self, view):
-        """The user closed a diff view without deciding."""
+        """The user closed a diff view without deciding: forgets it here
+        (main thread), tells the library from the async thread."""
         path = view.settings().get(DIFF_PATH)
         with self.diff_lock:
             state = self.diffs.get(path)
             if state is None or not state.is_answered_by(view):
                 return
             del self.diffs[path]
-        self._report("diff_closed", path)
+        sublime.set_timeout_async(lambda: self._report("diff_closed", path), 0)
+        self.update_status()
 
     def _report(self, method, *args):
         try:
             getattr(self.companion, method)(*args)
         except _qc.CompanionError as e:
-            log("{} failed: {}".format(method, e))
+            self.failed("{} failed: {}".format(method, e))
+        self.update_status()
 
-    # -- editor events (UI thread) --------------------------------------
+    def failed(self, message):
+        log(message)
+        self.last_error = message
+        self.update_status()
+
+    def pending_diffs(self):
+        with self.diff_lock:
+            return sorted(os.path.basename(p) for p in self.diffs)
+
+    def connected_clients(self):
+        """How many CLIs are connected (None with a library without the count)."""
+        fn = getattr(self.companion, "connected_clients", None)
+        if fn is None:
+            return None
+        try:
+            return fn()
+        except _qc.CompanionError:
+            return None
+
+    def update_status(self, clients=_UNKNOWN):
+        """Recomputes the status indicator and shows it in the window's active
+        view (from the main thread). ``clients`` is asked of the library when
+        not given: call this off the main thread, or give it."""
+        if clients is _UNKNOWN:
+            clients = self.connected_clients()
+        text = _status_mod.status_text(
+            clients, self.pending_diffs(), self.last_error or _hosts.error, self.port)
+        window_id = self.window_id
+        sublime.set_timeout(lambda: _status_mod.show(window_by_id(window_id), text), 0)
+
+    # -- editor events (Sublime's async thread) ---------------------------
 
     def sync_view(self, view):
         """Reports a new or renamed file view; returns its path (or None)."""
@@ -521,6 +557,9 @@ class WindowCompanion(object):
     def view_closing(self, view):
         self._untrack(view.id())
 
+    def view_closed(self, view_id):
+        self._untrack(view_id)
+
     def _untrack(self, view_id):
         path = self.tracked.pop(view_id, None)
         if path is None:
@@ -542,18 +581,25 @@ class WindowCompanion(object):
         sel = view.sel()
         if len(sel) == 0:
             return
-        row, col = view.rowcol(sel[0].b)
+        # Qwen Code counts columns in UTF-16 units (as VS Code does); Sublime
+        # Text's points are code points (rowcol_utf16 is Sublime Text 4).
+        rowcol = getattr(view, "rowcol_utf16", None) or view.rowcol
+        row, col = rowcol(sel[0].b)
         self.companion.set_cursor(path, row + 1, col + 1)
         self.companion.set_selection(path, selected_text(view, sel) or None)
         self.active = path
 
     def terminal_env(self):
-        return self.companion.terminal_env()
+        """The env of a terminal for this window: the companion's, plus what
+        the plugin host's MCP server needs (kept current; no library call)."""
+        env = dict(self.env)
+        env.update(_hosts.terminal_env())
+        return env
 
     def poll(self):
         window = self.window()
         if window is None:
-            close_window_companion(self.window_id)
+            close_window_companion(self.window_id, on_ui=False)
             return
         self.refresh_roots(window)
         views = window_views(window)
@@ -563,6 +609,22 @@ class WindowCompanion(object):
         present = set(v.id() for v in views)
         for view_id in [i for i in self.tracked if i not in present]:
             safely(self._untrack, view_id)  # closed or moved without an event
+        self.update_status()
+
+
+def _editor_locked(method):
+    def locked(self, *args):
+        with self.editor_lock:
+            return method(self, *args)
+
+    locked.__name__ = method.__name__
+    locked.__doc__ = method.__doc__
+    return locked
+
+
+for _name in ("sync_view", "view_activated", "view_closing", "view_closed", "_untrack", "selection_changed",
+              "poll", "refresh_roots"):
+    setattr(WindowCompanion, _name, _editor_locked(getattr(WindowCompanion, _name)))
 
 
 # --------------------------------------------------------------------------
@@ -575,18 +637,51 @@ def companion_for(window, create=True):
     with _lock:
         wc = _companions.get(window.id())
         if wc is None and create and _loaded[0] and window.id() not in _closing:
-            try:
-                wc = WindowCompanion(window)
-            except Exception as e:  # binding or library problem: say it once per window
-                log("cannot start for window {}: {}".format(window.id(), e))
+            wc = _new_companion(window)
+            if wc is None:
                 return None
-            _companions[window.id()] = wc
-            sublime.set_timeout(lambda: _notify_open(wc), 0)
-            try:
-                log("window {} listening on port {} ({})".format(window.id(), wc.companion.port, wc.companion.lock_file))
-            except Exception:
-                pass
+            _register(wc)
         return wc
+
+
+def _new_companion(window):
+    """A new WindowCompanion, or None (the error logged, and shown once)."""
+    try:
+        return WindowCompanion(window)
+    except Exception as e:  # binding, library or settings problem
+        _hosts.fail("cannot start for window {}: {}".format(window.id(), e))
+        return None
+
+
+def _register(wc):
+    with _lock:
+        _companions[wc.window_id] = wc
+    sublime.set_timeout(lambda: _notify_open(wc), 0)
+    log("window {} listening on port {} ({})".format(wc.window_id, wc.port, wc.companion.lock_file))
+
+
+def _feed(wc, window):
+    """Reports the window's views to a new companion."""
+    for view in window_views(window):
+        safely(wc.sync_view, view)
+    active = window.active_view()
+    if active is not None:
+        safely(wc.view_activated, active)
+
+
+def replace_companion(window):
+    """A settings change: the window gets a companion built with the new
+    settings; if that fails the old one keeps running (nothing is lost)."""
+    with _lock:
+        old = _companions.get(window.id())
+    new = _new_companion(window)
+    if new is None:
+        return old
+    if old is not None:
+        close_window_companion(window.id())
+    _register(new)
+    _feed(new, window)
+    return new
 
 
 def companion_for_view(view):
@@ -600,22 +695,39 @@ def companion_for_view(view):
     return companion_for(view.window(), create=False)
 
 
-def close_window_companion(window_id):
+def close_window_companion(window_id, on_ui=True):
+    """Closes the window's companion now; ``on_ui`` is False off the main
+    thread (the diff views and the close hooks then wait for it)."""
     with _lock:
         wc = _companions.pop(window_id, None)
-    if wc is not None:
-        try:
-            wc.close()
-        except Exception as e:
-            log("close failed: {}".format(e))
+    if wc is None:
+        return
+    _close(wc, on_ui)
+    if on_ui:
         _notify_close(window_id)
+    else:
+        sublime.set_timeout(lambda: _notify_close(window_id), 0)
+
+
+def _close(wc, on_ui):
+    try:
+        wc.close(on_ui)
+    except Exception as e:
+        log("close failed: {}".format(e))
 
 
 def window_closing(window_id):
-    """``on_pre_close_window``: no companion for this window from now on."""
+    """``on_pre_close_window`` (main thread): no companion for this window
+    from now on; the library closes it from the async thread."""
     with _lock:
         _closing[window_id] = 0
-    close_window_companion(window_id)
+        wc = _companions.pop(window_id, None)
+    if wc is None:
+        return
+    with wc.diff_lock:
+        wc.closed = True  # refuses new diffs at once
+    sublime.set_timeout_async(lambda: _close(wc, False), 0)
+    _notify_close(window_id)
 
 
 def start_companion(window):
@@ -625,11 +737,7 @@ def start_companion(window):
     wc = companion_for(window)
     if wc is None:
         return None
-    for view in window_views(window):
-        safely(wc.sync_view, view)
-    active = window.active_view()
-    if active is not None:
-        safely(wc.view_activated, active)
+    _feed(wc, window)
     return wc
 
 
@@ -660,7 +768,7 @@ def _poll(generation):
         items = list(_companions.values())
     for wc in items:
         safely(wc.poll)
-    sublime.set_timeout(lambda: _poll(generation), POLL_MS)
+    sublime.set_timeout_async(lambda: _poll(generation), POLL_MS)
 
 
 # --------------------------------------------------------------------------
@@ -758,10 +866,11 @@ def plugin_loaded():
     _loaded[0] = True
     _poll_generation[0] += 1
     generation = _poll_generation[0]
-    sublime.set_timeout(lambda: _poll(generation), POLL_MS)
+    sublime.set_timeout_async(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
         start_companion(window)
     plugin_host(create=True)
+    watch_settings()
 
 
 def plugin_unloaded():
@@ -772,6 +881,9 @@ def plugin_unloaded():
     for window_id in ids:
         close_window_companion(window_id)
     _hosts.stop()
+    settings().clear_on_change(ON_CHANGE_TAG)
+    for window in sublime.windows():
+        _status_mod.clear(window)
 
 
 def safely(fn, *args):
@@ -799,21 +911,31 @@ def terminus_installed():
 
 # --------------------------------------------------------------------------
 # events
+#
+# As sublimelsp/LSP does, the synchronous handlers (the UI thread) only read
+# view settings and hand the work over; library calls, buffer reads
+# (``view.substr``) and companion start-ups run in the ``*_async`` handlers
+# (or ``set_timeout_async``), on Sublime Text's async thread, so typing and
+# moving the caret never wait for them.
+
+
+def _is_diff(view):
+    return bool(view.settings().get(IS_DIFF))
 
 
 class QwenCompanionEventListener(sublime_plugin.EventListener):
-    def on_new_window(self, window):
+    def on_new_window_async(self, window):
         companion_for(window)
 
     def on_pre_close_window(self, window):
         window_closing(window.id())
 
-    def on_load_project(self, window):
+    def on_load_project_async(self, window):
         wc = companion_for(window, create=False)
         if wc is not None:
             safely(wc.refresh_roots, window)
 
-    def on_post_window_command(self, window, command_name, args):
+    def on_post_window_command_async(self, window, command_name, args):
         wc = companion_for(window, create=False)
         if wc is None:
             return
@@ -823,7 +945,8 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
                 safely(wc.sync_view, view)
 
     def on_window_command(self, window, command_name, args):
-        """Gives every Terminus terminal of the window the companion's env."""
+        """Gives every Terminus terminal of the window the companion's env
+        (kept by the companion: no library call on the UI thread)."""
         if command_name != "terminus_open" or not settings().get("terminus_inject_env", True):
             return None
         wc = companion_for(window, create=False)
@@ -833,28 +956,25 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         env = dict(args.get("env") or {})
         if "QWEN_CODE_IDE_SERVER_PORT" in env:
             return None  # already set (by us or by the user)
-        try:
-            env.update(wc.terminal_env())
-        except Exception as e:
-            log("terminal env unavailable: {}".format(e))
-            return None
+        env.update(wc.terminal_env())
         args["env"] = env
         return (command_name, args)
 
-    def on_activated(self, view):
+    def on_activated_async(self, view):
         window = view.window()
         wc = companion_for(window)
         if wc is None:
             return
         safely(wc.refresh_roots, window)
         safely(wc.view_activated, view)
+        wc.update_status()
 
-    def on_load(self, view):
+    def on_load_async(self, view):
         wc = companion_for(view.window())
         if wc is not None:
             safely(wc.sync_view, view)
 
-    def on_post_save(self, view):
+    def on_post_save_async(self, view):
         wc = companion_for(view.window())
         if wc is None:
             return
@@ -863,8 +983,8 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         if window is not None and window.active_view() is not None and window.active_view().id() == view.id():
             safely(wc.view_activated, view)
 
-    def on_selection_modified(self, view):
-        if view.settings().get(IS_DIFF):
+    def on_selection_modified_async(self, view):
+        if _is_diff(view):
             return
         wc = companion_for(view.window(), create=False)
         if wc is not None:
@@ -872,14 +992,15 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
 
     def on_pre_move(self, view):
         """Sublime Text 4: a tab leaves its window (dragged to another one)."""
-        if view.settings().get(IS_DIFF):
+        if _is_diff(view):
             return  # owned by DIFF_WINDOW's companion wherever it is
         wc = companion_for(view.window(), create=False)
         if wc is not None:
-            safely(wc.view_closing, view)
+            view_id = view.id()
+            sublime.set_timeout_async(lambda: safely(wc.view_closed, view_id), 0)
 
-    def on_post_move(self, view):
-        if view.settings().get(IS_DIFF):
+    def on_post_move_async(self, view):
+        if _is_diff(view):
             return
         window = view.window()
         wc = companion_for(window)
@@ -890,14 +1011,62 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
             safely(wc.view_activated, view)
 
     def on_pre_close(self, view):
-        if view.settings().get(IS_DIFF):
-            wc = companion_for_view(view)
-            if wc is not None:
-                safely(wc.diff_view_closing, view)
-            return
         wc = companion_for_view(view)
-        if wc is not None:
-            safely(wc.view_closing, view)
+        if wc is None:
+            return
+        if _is_diff(view):
+            safely(wc.diff_view_closing, view)
+            return
+        view_id = view.id()
+        sublime.set_timeout_async(lambda: safely(wc.view_closed, view_id), 0)
+
+
+# --------------------------------------------------------------------------
+# settings: re-read on change
+
+
+#: Settings a running companion was built with: a change restarts every
+#: window's companion (new port; Qwen Code reconnects with /ide enable).
+COMPANION_KEYS = ("ide_name", "ide_id", "library_path", "lock_dir", "debounce_ms", "max_wait_ms",
+                  "request_timeout_ms")
+#: Settings of the plugin host: a change restarts it.
+HOST_KEYS = ("plugins_enabled", "plugins_dir", "node_path", "plugins_mcp", "register_mcp",
+             "mcp_always_load_tools", "mcp_bridge_path", "library_path", "log_level")
+ON_CHANGE_TAG = "qwen_companion"
+_seen_settings = [None]
+
+
+def _snapshot(keys):
+    s = settings()
+    return dict((k, s.get(k)) for k in keys)
+
+
+def watch_settings():
+    s = settings()
+    s.clear_on_change(ON_CHANGE_TAG)
+    _seen_settings[0] = (_snapshot(COMPANION_KEYS), _snapshot(HOST_KEYS))
+    s.add_on_change(ON_CHANGE_TAG, settings_changed)
+
+
+def settings_changed():
+    """Main thread (Sublime Text calls ``add_on_change`` callbacks there).
+    Settings read at each use (``log_level``, ``terminus_inject_env``,
+    ``qwen_command``, ...) need nothing; the others restart what uses them."""
+    if not _loaded[0] or _seen_settings[0] is None:
+        return
+    companion_now, host_now = _snapshot(COMPANION_KEYS), _snapshot(HOST_KEYS)
+    companion_was, host_was = _seen_settings[0]
+    _seen_settings[0] = (companion_now, host_now)
+    if host_now != host_was:
+        log("plugin host settings changed: restarting it")
+        _hosts.reset()
+        plugin_host(create=True)
+    if companion_now != companion_was:
+        changed = sorted(k for k in COMPANION_KEYS if companion_now[k] != companion_was[k])
+        log("{} changed: restarting the companions".format(", ".join(changed)))
+        for window in sublime.windows():
+            if window.id() in _companions:
+                replace_companion(window)
 
 
 # --------------------------------------------------------------------------
@@ -926,13 +1095,14 @@ def decide(view, accept):
 
 
 class QwenCompanionAcceptDiffCommand(sublime_plugin.TextCommand):
-    """Accept the proposed change, as edited in this view."""
+    """Accept the proposed change, as edited in this view (also ctrl+s /
+    cmd+s in the proposal view: see Default.sublime-keymap)."""
 
     def run(self, edit):
         decide(self.view, accept=True)
 
     def is_enabled(self):
-        return bool(self.view.settings().get(IS_DIFF))
+        return _is_diff(self.view)
 
 
 class QwenCompanionRejectDiffCommand(sublime_plugin.TextCommand):
@@ -942,7 +1112,7 @@ class QwenCompanionRejectDiffCommand(sublime_plugin.TextCommand):
         decide(self.view, accept=False)
 
     def is_enabled(self):
-        return bool(self.view.settings().get(IS_DIFF))
+        return _is_diff(self.view)
 
 
 class QwenCompanionShowEnvCommand(sublime_plugin.WindowCommand):
@@ -953,18 +1123,26 @@ class QwenCompanionShowEnvCommand(sublime_plugin.WindowCommand):
         if wc is None:
             sublime.error_message(LOG_PREFIX + "not running (see the console)")
             return
-        try:
-            env = wc.terminal_env()
-        except Exception as e:
-            sublime.error_message(LOG_PREFIX + str(e))
-            return
-        lines = env_lines(env)
+        lines = env_lines(wc.terminal_env())
         text = "\n".join(lines) + "\n"
         sublime.set_clipboard(text)
         panel = self.window.create_output_panel("qwen_companion")
         panel.run_command("qwen_companion_set_content", {"text": "# copied to the clipboard; run qwen after these:\n" + text})
         self.window.run_command("show_panel", {"panel": "output.qwen_companion"})
         self.window.status_message("Qwen Code environment copied to the clipboard")
+
+
+def terminus_args(wc, command, title):
+    """``terminus_open`` arguments: the window's env, its first folder as
+    the cwd, and ``command`` (a list: argv; a string: a shell command)."""
+    args = {"title": title, "env": wc.terminal_env()}
+    if wc.folders:
+        args["cwd"] = wc.folders[0]
+    if isinstance(command, (list, tuple)) and command:
+        args["cmd"] = [str(c) for c in command]
+    elif isinstance(command, str) and command.strip():
+        args["shell_cmd"] = command
+    return args
 
 
 class QwenCompanionOpenTerminalCommand(sublime_plugin.WindowCommand):
@@ -974,22 +1152,37 @@ class QwenCompanionOpenTerminalCommand(sublime_plugin.WindowCommand):
         wc = companion_for(self.window)
         if wc is None:
             return
-        env = wc.terminal_env()
-        args = {"title": "Qwen Code", "env": env}
-        if wc.folders:
-            args["cwd"] = wc.folders[0]
-        cmd = settings().get("terminal_cmd")
-        if cmd:
-            args["cmd"] = cmd
-        self.window.run_command("terminus_open", args)
+        self.window.run_command("terminus_open", terminus_args(wc, settings().get("terminal_cmd"), "Qwen Code"))
 
     def is_enabled(self):
         return terminus_installed()
 
 
+class QwenCompanionRunQwenCommand(sublime_plugin.WindowCommand):
+    """"Qwen Companion: Run Qwen Code": Terminus in the window's folder with
+    the env, running ``qwen_command`` (default ``qwen``)."""
+
+    def run(self):
+        wc = companion_for(self.window)
+        if wc is None:
+            sublime.error_message(LOG_PREFIX + "not running (see the console)")
+            return
+        if not terminus_installed():
+            sublime.error_message(
+                LOG_PREFIX + "Run Qwen Code needs the Terminus package (Package Control: Install Package, "
+                "Terminus). Or run qwen in any terminal after \"Qwen Companion: Terminal Environment\".")
+            return
+        command = settings().get("qwen_command") or "qwen"
+        self.window.run_command("terminus_open", terminus_args(wc, command, "Qwen Code"))
+
+
 class QwenCompanionRestartCommand(sublime_plugin.WindowCommand):
-    """Restarts this window's companion (new port, new lock file)."""
+    """Restarts this window's companion (new port, new lock file), and the
+    plugin host if it failed to start."""
 
     def run(self):
         close_window_companion(self.window.id())
         start_companion(self.window)
+        if plugin_host(create=False) is None:
+            _hosts.reset()
+            plugin_host(create=True)

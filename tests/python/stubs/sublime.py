@@ -7,6 +7,12 @@ It models what the QwenCompanion plugin uses, plus a test harness:
   the real editor's rule that UI work belongs on the main thread (reading
   text is allowed from any thread, as in Sublime Text);
 - ``set_timeout`` queues callbacks; :func:`pump` runs them on the UI thread;
+- ``set_timeout_async`` callbacks and the listeners' ``on_*_async`` events
+  run on one "async" thread, in order, as in Sublime Text (:func:`pump` and
+  ``sublime_plugin.emit`` wait for that work before they return);
+- settings objects call their ``add_on_change`` callbacks on ``set``/``erase``;
+- :func:`load_keymap` reads a package's ``.sublime-keymap`` and
+  :meth:`Editor.press` resolves a key press against it (contexts included);
 - :class:`Editor` opens files, moves the cursor, edits, saves, renames and
   closes views, and sends the matching events to the plugin's listeners.
 """
@@ -20,6 +26,7 @@ import time
 import sublime_plugin
 
 UI_THREAD = threading.current_thread()
+ASYNC_THREAD_NAME = "sublime-async"
 
 _ids = itertools.count(1)
 _timeouts = queue.Queue()  # (due, fn) from set_timeout
@@ -28,6 +35,7 @@ _windows = []
 _settings_files = {}
 _clipboard = [""]
 _resources = []
+_keymaps = []  # (path, bindings) loaded with load_keymap, in load order
 status_messages = []
 error_messages = []
 ui_violations = []
@@ -45,6 +53,7 @@ def reset():
     _settings_files.clear()
     _clipboard[0] = ""
     del _resources[:]
+    del _keymaps[:]
     del status_messages[:]
     del error_messages[:]
     del ui_violations[:]
@@ -74,7 +83,63 @@ def set_timeout(fn, delay=0):
 
 
 def set_timeout_async(fn, delay=0):
-    _timeouts.put((time.monotonic() + delay / 1000.0, fn))
+    """Runs ``fn`` on the async thread (after ``delay`` ms: the next
+    :func:`pump` at or after that time hands it over)."""
+    if delay <= 0:
+        run_async(fn)
+    else:
+        _timeouts.put((time.monotonic() + delay / 1000.0, _Async(fn)))
+
+
+class _Async(object):
+    """A delayed ``set_timeout_async`` callback waiting in the UI queue."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self):
+        run_async(self.fn)
+
+
+_async_queue = queue.Queue()
+_async_thread = [None]
+async_errors = []  # exceptions raised by async callbacks (printed, as Sublime Text does)
+
+
+def _async_loop():
+    while True:
+        fn = _async_queue.get()
+        try:
+            fn()
+        except Exception:
+            import traceback
+
+            traceback.print_exc()
+            async_errors.append(traceback.format_exc())
+
+
+def run_async(fn):
+    """Queues ``fn`` for the async thread (started on first use)."""
+    if _async_thread[0] is None:
+        t = threading.Thread(target=_async_loop, name=ASYNC_THREAD_NAME, daemon=True)
+        _async_thread[0] = t
+        t.start()
+    _async_queue.put(fn)
+
+
+def on_async_thread():
+    return threading.current_thread() is _async_thread[0]
+
+
+def wait_async(timeout=30.0):
+    """Waits until the async thread has run everything queued so far (no-op
+    on the async thread itself)."""
+    if _async_thread[0] is None or on_async_thread():
+        return
+    done = threading.Event()
+    _async_queue.put(done.set)
+    if not done.wait(timeout):
+        raise AssertionError("the async thread is stuck")
 
 
 def pump(timeout=0.0, advance=0.0):
@@ -83,6 +148,7 @@ def pump(timeout=0.0, advance=0.0):
     ``advance`` (seconds) pretends that much more time has passed.
     Returns how many ran."""
     _ui("pump")
+    wait_async()
     if timeout:
         try:
             _later.append(_timeouts.get(timeout=timeout))
@@ -104,6 +170,7 @@ def pump(timeout=0.0, advance=0.0):
         for _, fn in due:
             fn()
             n += 1
+        wait_async()  # the async work they queued, before the next round
         advance = 0.0  # callbacks queued by these run on a later pump
 
 
@@ -209,18 +276,31 @@ class Selection(object):
 class Settings(object):
     def __init__(self, values=None):
         self._values = dict(values or {})
+        self._on_change = []  # (tag, callback)
 
     def get(self, key, default=None):
         return self._values.get(key, default)
 
     def set(self, key, value):
         self._values[key] = value
+        self._changed()
 
     def has(self, key):
         return key in self._values
 
     def erase(self, key):
         self._values.pop(key, None)
+        self._changed()
+
+    def add_on_change(self, tag, callback):
+        self._on_change.append((tag, callback))
+
+    def clear_on_change(self, tag):
+        self._on_change = [(t, c) for t, c in self._on_change if t != tag]
+
+    def _changed(self):
+        for _, callback in list(self._on_change):
+            callback()
 
 
 class Edit(object):
@@ -246,6 +326,8 @@ class View(object):
         self._line_endings = "Unix"
         self.reference_document = None
         self.panel_name = None
+        self._status = {}
+        self.popups = []  # the content of each show_popup
 
     def __repr__(self):
         return "<View {} {}>".format(self._id, self._file_name or self._name)
@@ -287,6 +369,26 @@ class View(object):
         row = before.count("\n")
         col = point - (before.rfind("\n") + 1)
         return row, col
+
+    def rowcol_utf16(self, point):
+        """(row, column) of ``point``, the column in UTF-16 code units (a
+        character outside the BMP, such as most emoji, counts 2)."""
+        row, col = self.rowcol(point)
+        line = self._text[point - col:point]
+        return row, sum(2 if ord(ch) > 0xFFFF else 1 for ch in line)
+
+    def set_status(self, key, value):
+        self._status[key] = value
+
+    def get_status(self, key):
+        return self._status.get(key, "")
+
+    def erase_status(self, key):
+        self._status.pop(key, None)
+
+    def show_popup(self, content, flags=0, location=-1, max_width=320, max_height=240, on_navigate=None, on_hide=None):
+        _ui("View.show_popup")
+        self.popups.append(content)
 
     def text_point(self, row, col):
         lines = self._text.split("\n")
@@ -436,8 +538,93 @@ class Window(object):
         sublime_plugin.emit("on_post_window_command", self, name, args)
 
 
+def _strip_json_comments(text):
+    out, i, n, in_str = [], 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\":
+                out.append(text[i + 1:i + 2])
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif text.startswith("/*", i):
+            i = text.index("*/", i) + 2
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def load_keymap(path):
+    """Loads a ``.sublime-keymap`` (JSON with comments and trailing commas),
+    as Sublime Text loads every package's keymap; later ones win."""
+    import json
+    import re as _re
+
+    with open(path, encoding="utf-8") as f:
+        text = _strip_json_comments(f.read())
+    text = _re.sub(r",(\s*[\]}])", r"\1", text)
+    _keymaps.append((path, json.loads(text)))
+
+
+def _context_matches(view, ctx):
+    key = ctx.get("key", "")
+    operator = ctx.get("operator", "equal")
+    operand = ctx.get("operand", True)
+    if key.startswith("setting."):
+        value = view.settings().get(key[len("setting."):])
+    else:
+        return False  # a context this stub does not model never matches
+    if operator == "equal":
+        return value == operand
+    if operator == "not_equal":
+        return value != operand
+    return False
+
+
+def resolve_key(view, keys):
+    """The binding Sublime Text would run for ``keys`` (e.g. ``"ctrl+s"``)
+    in ``view``: the last loaded one whose keys match and whose every
+    context holds; None when only the editor's default applies."""
+    found = None
+    for _, bindings in _keymaps:
+        for b in bindings:
+            if "+".join(b.get("keys", [])) == keys or b.get("keys") == keys.split(" "):
+                if all(_context_matches(view, c) for c in b.get("context", [])):
+                    found = b
+    return found
+
+
 class Editor(object):
     """Drives the stub like a user would, sending the editor's events."""
+
+    def press(self, view, keys):
+        """A key press in ``view``: the resolved binding's command runs (a
+        text command on the view, else a window command); without one, the
+        editor's default runs (``ctrl+s``/``super+s``: ``save``, recorded in
+        the window's ``commands`` as ``("save", None)``). Returns the binding."""
+        binding = resolve_key(view, keys)
+        if binding is None:
+            defaults = {"ctrl+s": "save", "super+s": "save"}
+            if keys in defaults:
+                view.window().commands.append((defaults[keys], None))
+            return None
+        name, args = binding["command"], binding.get("args")
+        if sublime_plugin.text_command(name) is not None:
+            view.run_command(name, args)
+        else:
+            view.window().run_command(name, args)
+        return binding
 
     def new_window(self, folders=()):
         w = Window(folders)

@@ -2,6 +2,13 @@
 
 Command and listener classes register themselves when the plugin module
 defines them; :func:`emit` delivers an event to every listener instance.
+
+As in Sublime Text, an event ``on_X`` is delivered to ``on_X`` on the
+calling (UI) thread, then to ``on_X_async`` on the one async thread (see
+``sublime.run_async``). Here :func:`emit` waits until that async work (and
+what the sync hooks queued with ``set_timeout_async``) is done before it
+returns, so a test sees its effects at once; it still runs
+on the other thread (UI calls made there are violations).
 """
 
 import re
@@ -39,10 +46,19 @@ def listeners():
 
 
 def emit(event, *args):
+    import sublime  # the stub (imported lazily: it imports this module)
+
+    async_hooks = []
     for listener in listeners():
         hook = getattr(listener, event, None)
         if hook is not None:
             hook(*args)
+        async_hook = getattr(listener, event + "_async", None)
+        if async_hook is not None:
+            async_hooks.append(async_hook)
+    for hook in async_hooks:
+        sublime.run_async(lambda hook=hook: hook(*args))
+    sublime.wait_async()  # also what the sync hooks handed over (set_timeout_async)
 
 
 class Command(object):
