@@ -492,15 +492,15 @@ def test_keymap_on_macos_uses_super(stui, monkeypatch):
     assert stui.keymap()[0]["keys"] == ["super+shift+d"]
     # overrides from the settings, after a regeneration
     s = sublime.load_settings("QwenCompanion.sublime-settings")
-    s.set("plugin_key_overrides", {"com.example.full/do_something": "mod+alt+d"})
-    stui.run("qwen_plugins_regenerate")
+    s.set("plugin_key_overrides", {"com.example.full/do_something": "mod+alt+d"})  # on_change regenerates
     assert stui.pump_until(lambda: stui.keymap() and stui.keymap()[0]["keys"] == ["super+alt+d"])
     s.set("plugin_keybindings", False)
-    stui.pkg.plugin_ui._settings_changed()  # what the settings' on_change runs
     assert stui.pump_until(lambda: stui.keymap() == [])
     s.set("plugin_keybindings", True)
-    stui.pkg.plugin_ui._settings_changed()
     assert stui.pump_until(lambda: stui.keymap() != [])
+    stui.run("qwen_plugins_regenerate")
+    out = stui.wait_output("1 key binding(s) generated in ")
+    assert "QwenCompanionPlugins" in out
 
 
 def test_install_errors_show_problems_and_keep_the_path(stui):
@@ -516,6 +516,10 @@ def test_install_errors_show_problems_and_keep_the_path(stui):
     assert any("not an absolute path" in m for m in sublime.status_messages)
     stubs.type_into(stui.window, FULL)
     stui.wait_output("installed Full Example 1.2.0 (com.example.full)")
+    stui.run("qwen_plugins_install")  # the next one starts in the same folder
+    assert stubs.last_input_panel(stui.window)["text"] == os.path.dirname(FULL) + os.sep
+    stubs.type_into(stui.window, FULL)
+    stui.wait_output("updated Full Example 1.2.0")
 
 
 def test_run_command_panel_gates_the_session_action(stui):
@@ -622,15 +626,13 @@ def test_configuration_through_quick_panels(stui):
 def test_settings_mirror_edits_reach_the_host(stui, capsys):
     stui.install(FULL)
     s = sublime.load_settings("QwenCompanion.sublime-settings")
-    s.set("plugin_config", {"com.example.full": {"limit": 1, "mode": 7}})
-    stui.pkg.plugin_config.apply_mirror_changes()  # what the settings' on_change runs
+    s.set("plugin_config", {"com.example.full": {"limit": 1, "mode": 7}})  # its on_change applies it
     state = read_json(os.path.join(stui.plugins_dir, "state.json"))
     assert state["plugins"]["com.example.full"]["config"] == {"limit": 1}  # a number for a select is refused
     assert "plugin_config com.example.full.mode:" in capsys.readouterr().out
     stui.run("qwen_plugin_run", {"plugin": "com.example.full", "tool": "do_something"})
     stui.wait_output("1/1 done")  # limit 1: one step
     s.set("plugin_config", {})
-    stui.pkg.plugin_config.apply_mirror_changes()
     state = read_json(os.path.join(stui.plugins_dir, "state.json"))
     assert not state["plugins"]["com.example.full"].get("config")
 
@@ -726,10 +728,11 @@ def test_views_follow_the_ui_style(stui, monkeypatch):
     stui.run("qwen_plugins_open_view", {"plugin": "com.example.full", "view": "board"})
     assert stui.pump_until(lambda: len(stui.opened) == 1)
     assert sent == ["dark"]
+    prefs = sublime.load_settings("Preferences.sublime-settings")
     style[0] = "light"
-    stui.pkg.plugin_ui._scheme_changed()  # what the Preferences' on_change runs
+    prefs.set("theme", "Adaptive.sublime-theme")  # its on_change reads the new style
     assert stui.pump_until(lambda: sent == ["dark", "light"])
-    stui.pkg.plugin_ui._scheme_changed()  # unchanged: nothing sent
+    prefs.set("font_size", 12)  # the style is unchanged: nothing sent
     sublime.pump(timeout=0.1)
     assert sent == ["dark", "light"]
     assert stui.host().views()["colorScheme"] == ("light" if NATIVE_VIEWS else "dark")

@@ -21,6 +21,9 @@ from . import qwen_ui_core as ui
 
 INSTALL_LABEL = "Install from a folder or .zip\u2026"
 
+#: The folder of the last install, offered in the next install's panel.
+_last_folder = ["~/"]
+
 
 def manage(window):
     h = pui.host()
@@ -48,7 +51,7 @@ def show_manager(window, h, items, with_views):
 
     def done(i):
         if i == 0:
-            ask_install(window, pui.settings().get("plugin_install_last") or "~/")
+            ask_install(window, _last_folder[0])
         elif i > 0:
             show_actions(window, h, items[i - 1], items[i - 1].get("id") in with_views)
 
@@ -123,9 +126,7 @@ def _install(window, h, src, typed):
     except Exception as e:
         pui.on_main(pui.show_output, window, ui.install_error_text(e), "install {}".format(src))
         return pui.on_main(ask_install, window, typed)
-    s = pui.settings()
-    s.set("plugin_install_last", os.path.dirname(src.rstrip(os.sep)) + os.sep)
-    sublime.save_settings(pui.SETTINGS_FILE)
+    _last_folder[0] = os.path.dirname(src.rstrip(os.sep)) + os.sep
     pui.refresh(h)
     verb = "updated" if out.get("replaced") else "installed"
     lines = ["{} {} {} ({})".format(verb, out.get("name") or out.get("id"), out.get("version") or "", out.get("id"))]
@@ -147,7 +148,7 @@ class QwenPluginsInstallCommand(sublime_plugin.WindowCommand):
 
     def run(self, path=None):
         if path is None:
-            return ask_install(self.window, pui.settings().get("plugin_install_last") or "~/")
+            return ask_install(self.window, _last_folder[0])
         try:
             src = ui.install_source(path)
         except ValueError as e:
