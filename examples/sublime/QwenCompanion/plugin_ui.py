@@ -168,7 +168,8 @@ def generated_dir():
     name = os.path.expanduser(str(name))
     if os.path.isabs(name):
         return name
-    return os.path.join(sublime.packages_path(), name)
+    packages = getattr(sublime, "packages_path", None)  # absent from some test hosts
+    return os.path.join(packages(), name) if packages is not None else None
 
 
 def _write(path, text):
