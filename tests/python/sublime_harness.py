@@ -3,6 +3,13 @@ loaded as Sublime Text loads it (sublime_package.py) on the stub editor, one
 window, and a recorder of the library calls the plugin makes.
 
     from sublime_harness import st, St, Recorder  # noqa: F401 (the fixture)
+
+The fixture loads only QwenCompanion.plugin, with the plugin host off
+(``plugins_enabled`` false: set it true, then ``st.plugin.plugin_host()``,
+in an isolated HOME as test_sublime_host.py does). The stub runs the
+``*_async`` handlers on its async thread; ``sublime_plugin.emit`` and
+``sublime.pump`` wait for that work, ``Recorder.threads`` says where each
+library call ran.
 """
 
 import json

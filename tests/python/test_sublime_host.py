@@ -12,10 +12,6 @@ from sublime_harness import st  # noqa: F401 (the fixture; puts the stubs on sys
 
 import sublime  # noqa: E402  (the stub)
 
-HELLO = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                     "examples", "plugins", "hello")
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """An isolated HOME (no QWEN_HOME): ~/.qwen is tmp_path/home/.qwen."""
@@ -252,3 +248,21 @@ def test_the_bridge_copy_is_skipped_when_unchanged(tmp_path):
     src.write_bytes(b"#!/bin/sh\nexit 1\n")  # a newer bridge
     host_mod.install_bridge(str(src), str(dest))
     assert dest.read_bytes() == b"#!/bin/sh\nexit 1\n" and os.stat(str(dest)).st_ino != ino
+
+
+def test_plugin_loaded_starts_the_host_off_the_ui_thread(st, home, monkeypatch):
+    st.plugin.plugin_unloaded()
+    settings().set("plugins_enabled", True)
+    threads = []
+    raw_start = st.plugin._hosts._start
+
+    def start(folders):
+        threads.append(__import__("threading").current_thread().name)
+        return raw_start(folders)
+
+    monkeypatch.setattr(st.plugin._hosts, "_start", start)
+    st.plugin.plugin_loaded()
+    sublime.wait_async()
+    host = st.plugin.plugin_host(create=False)
+    assert host is not None and threads == [sublime.ASYNC_THREAD_NAME]
+    assert (home / ".qwen" / "settings.json").is_file()

@@ -775,8 +775,14 @@ def test_async_handlers_do_the_library_work(st, workspace, monkeypatch):
 
 SYNC_EVENTS = {
     "on_pre_close_window": "window", "on_window_command": "window+command",
-    "on_pre_close": "view", "on_pre_move": "view",
+    "on_post_window_command": "window+command", "on_pre_close": "view", "on_pre_move": "view",
 }
+
+
+def test_every_handler_is_an_event_sublime_text_delivers(st):
+    (listener,) = [x for x in sublime_plugin.listeners() if type(x).__module__ == st.plugin.__name__]
+    handlers = [n for n in dir(listener) if n.startswith("on_")]
+    assert handlers and set(handlers) <= sublime_plugin.ALL_CALLBACKS, set(handlers) - sublime_plugin.ALL_CALLBACKS
 
 
 def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
@@ -784,6 +790,10 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
     the async thread held, none of them calls the library or reads a buffer."""
     main = os.path.join(workspace, "main.py")
     view = st.editor.open_file(st.window, main)
+    st.wc()._on_open_diff(main, "proposed\n")  # as the library thread calls it
+    assert st.pump_until(lambda: st.diff_views())
+    (diff,) = st.diff_views()
+    st.window.focus_view(view)
     sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
     rec = st.record()
     reads = []
@@ -800,8 +810,10 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
             continue  # on_pre_close_window: below, last
         elif kind == "window+command":
             hook(st.window, "terminus_open", {"cmd": ["bash"]})
+            hook(st.window, "rename_path", {"paths": [main]})
         else:
             hook(view)
+            hook(diff)
     assert rec.calls == [] and reads == []
     assert held  # the work was handed over, not dropped
     listener.on_pre_close_window(st.window)  # last: it retires the companion
@@ -810,6 +822,7 @@ def test_sync_handlers_never_call_the_library(st, workspace, monkeypatch):
         sublime.run_async(fn)
     sublime.wait_async()
     assert ("file_closed", main) in rec.events()
+    assert ("diff_closed", main) in rec.events()
 
 
 # -- issue 12: save accepts ---------------------------------------------------------

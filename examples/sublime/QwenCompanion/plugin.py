@@ -72,9 +72,6 @@ _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may s
 _window_hooks = []  # (on_open, on_close) registered by the package's other modules
 
 
-_UNKNOWN = object()
-
-
 def companion_config(s):
     """The companion's construction settings (a change restarts the companions)."""
     config = {}
@@ -430,7 +427,8 @@ class WindowCompanion(object):
                 discard_diff_view(view)
             return
         (view.window() or window).focus_view(view)
-        keys = settings().get("accept_reject_hint", "ctrl+alt+y / ctrl+alt+n")
+        self.update_status()
+        keys = settings().get("accept_reject_hint", "ctrl+s or ctrl+alt+y / ctrl+alt+n")
         window.status_message(
             "Qwen Code proposes changes to {}: Accept or Reject ({})".format(os.path.basename(path), keys)
         )
@@ -516,12 +514,16 @@ class WindowCompanion(object):
         except _qc.CompanionError:
             return None
 
-    def update_status(self, clients=_UNKNOWN):
-        """Recomputes the status indicator and shows it in the window's active
-        view (from the main thread). ``clients`` is asked of the library when
-        not given: call this off the main thread, or give it."""
-        if clients is _UNKNOWN:
-            clients = self.connected_clients()
+    def update_status(self):
+        """Recomputes the status indicator on the async thread (it asks the
+        library for the CLI count) and shows it in the window's active view
+        from the main thread. Any thread."""
+        sublime.set_timeout_async(self._refresh_status, 0)
+
+    def _refresh_status(self):
+        if self.closed:
+            return
+        clients = self.connected_clients()
         text = _status_mod.status_text(
             clients, self.pending_diffs(), self.last_error or _hosts.error, self.port)
         window_id = self.window_id
@@ -639,6 +641,10 @@ def companion_for(window, create=True):
         if wc is None and create and _loaded[0] and window.id() not in _closing:
             wc = _new_companion(window)
             if wc is None:
+                return None
+            if not _loaded[0] or window.id() in _closing:
+                # unloaded (or the window closing) while it started on the async thread
+                _close(wc, False)
                 return None
             _register(wc)
         return wc
@@ -869,7 +875,9 @@ def plugin_loaded():
     sublime.set_timeout_async(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
         start_companion(window)
-    plugin_host(create=True)
+    # The host's first start copies the bridge and writes ~/.qwen/settings.json:
+    # off the UI thread (a module asking plugin_host() meanwhile waits for it).
+    sublime.set_timeout_async(lambda: plugin_host(create=True), 0)
     watch_settings()
 
 
@@ -935,14 +943,19 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
         if wc is not None:
             safely(wc.refresh_roots, window)
 
-    def on_post_window_command_async(self, window, command_name, args):
+    def on_post_window_command(self, window, command_name, args):
+        """(Sublime Text has no async variant of this one.)"""
         wc = companion_for(window, create=False)
         if wc is None:
             return
-        safely(wc.refresh_roots, window)  # add/remove folder, open project...
-        if command_name in ("rename_path", "rename_file", "save_as", "move_path"):
-            for view in window.views():
-                safely(wc.sync_view, view)
+
+        def work():
+            safely(wc.refresh_roots, window)  # add/remove folder, open project...
+            if command_name in ("rename_path", "rename_file", "save_as", "move_path"):
+                for view in window.views():
+                    safely(wc.sync_view, view)
+
+        sublime.set_timeout_async(work, 0)
 
     def on_window_command(self, window, command_name, args):
         """Gives every Terminus terminal of the window the companion's env

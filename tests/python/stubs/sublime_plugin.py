@@ -13,6 +13,22 @@ on the other thread (UI calls made there are violations).
 
 import re
 
+#: The event callbacks Sublime Text 4 delivers to an EventListener (its
+#: sublime_plugin.all_callbacks); only these ``*_async`` variants exist.
+ALL_CALLBACKS = frozenset("""
+on_init on_new on_clone on_load on_revert on_reload on_pre_close on_close on_pre_save
+on_post_save on_pre_move on_post_move on_modified on_selection_modified on_activated
+on_deactivated on_query_context on_query_completions on_hover on_text_command
+on_window_command on_post_text_command on_post_window_command on_modified_async
+on_selection_modified_async on_pre_save_async on_post_save_async on_post_move_async
+on_activated_async on_deactivated_async on_new_async on_load_async on_revert_async
+on_reload_async on_clone_async on_new_buffer on_new_buffer_async on_associate_buffer
+on_associate_buffer_async on_close_buffer on_close_buffer_async on_new_project
+on_new_project_async on_load_project on_load_project_async on_pre_save_project
+on_post_save_project on_post_save_project_async on_pre_close_project on_new_window
+on_new_window_async on_pre_close_window on_exit
+""".split())
+
 _text_commands = {}
 _window_commands = {}
 _listener_classes = []
@@ -53,7 +69,8 @@ def emit(event, *args):
         hook = getattr(listener, event, None)
         if hook is not None:
             hook(*args)
-        async_hook = getattr(listener, event + "_async", None)
+        async_name = event + "_async"
+        async_hook = getattr(listener, async_name, None) if async_name in ALL_CALLBACKS else None
         if async_hook is not None:
             async_hooks.append(async_hook)
     for hook in async_hooks:
