@@ -497,7 +497,7 @@ class QwenPluginHost private constructor(
     fun viewsStart(configJson: String? = null): Map<String, Any?> {
         val c = configJson?.let { arg(it, "qc_plugin_host_views_start", "configJson") }
         return Json.parseObject(
-            handle.outString("qc_plugin_host_views_start") { h, out, err -> n.qc_plugin_host_views_start(h, c, out, err) },
+            handle.outString("qc_plugin_host_views_start") { h, out, err -> n.qc_plugin_host_views_start(h, c, out, err) }
         )
     }
 
