@@ -99,11 +99,16 @@ def host(create=True):
 
 
 def attach(h):
-    """Registers our capability and listener once per host, then regenerates."""
+    """Once per host: starts its view server (so notifications can link to
+    their view) and writes the generated files."""
     with _lock:
         if _state["host"] is h:
             return
         _state["host"] = h
+    try:
+        ensure_views(h)
+    except Exception as e:
+        log("the view server did not start: {}".format(e))
     refresh(h)
 
 
