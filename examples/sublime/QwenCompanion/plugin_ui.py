@@ -105,6 +105,11 @@ def attach(h):
         if _state["host"] is h:
             return
         _state["host"] = h
+    in_background(_attached, h)
+
+
+def _attached(h):
+    """Async thread: what ``attach`` starts."""
     try:
         ensure_views(h)
     except Exception as e:
