@@ -1016,7 +1016,8 @@ def test_every_setting_is_documented(st):
     import re
 
     used = set()
-    for f in ("plugin.py", os.path.join("qwen_core", "host.py"), "participant.py"):
+    for f in ("plugin.py", os.path.join("qwen_core", "host.py"), "participant.py",
+              "plugin_ui.py", "plugin_config.py", "plugin_manager.py"):
         code = open(os.path.join(SUBLIME_PACKAGE_DIR, f), encoding="utf-8").read()
         used |= set(re.findall(r'(?:\bsettings\(\)|\bs|self\._settings\(\))\.get\("([a-z_0-9]+)"', code))
     used |= set(st.plugin.COMPANION_KEYS) | set(st.plugin.HOST_KEYS)
