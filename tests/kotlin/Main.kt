@@ -35,6 +35,8 @@ fun main(args: Array<String>) {
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-ui")) intellijUiTests(h, File(root, "ij-ui").also { it.mkdirs() })
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-sessions")) intellijSessionTests(h, File(root, "ij-s").also { it.mkdirs() })
     } catch (t: Throwable) {
         h.test("suite did not abort") { throw t }
     } finally {
