@@ -39,9 +39,21 @@ JAVA = {
     "com.intellij.ide.plugins.PluginManagerCore":
         "public class PluginManagerCore { public static IdeaPluginDescriptor getPlugin(com.intellij.openapi.extensions.PluginId id){return null;} }",
     "com.intellij.notification.Notification":
-        "public class Notification { public void notify(com.intellij.openapi.project.Project p){} }",
+        "public class Notification { public void notify(com.intellij.openapi.project.Project p){} public Notification addAction(com.intellij.openapi.actionSystem.AnAction a){return this;} public void expire(){} }",
+    "com.intellij.notification.NotificationAction":
+        "public abstract class NotificationAction extends com.intellij.openapi.project.DumbAwareAction { public NotificationAction(String t){ super(t, null, null);} public static NotificationAction createSimple(String text, Runnable action){return null;} public static NotificationAction createSimpleExpiring(String text, Runnable action){return null;} }",
     "com.intellij.notification.NotificationGroup":
-        "public class NotificationGroup { public Notification createNotification(String c, NotificationType t){return null;} }",
+        "public class NotificationGroup { public Notification createNotification(String c, NotificationType t){return null;} public Notification createNotification(String title, String content, NotificationType t){return null;} }",
+    "com.intellij.ide.BrowserUtil":
+        "public final class BrowserUtil { public static void browse(String url){} public static void browse(java.io.File f){} }",
+    "com.intellij.openapi.components.PersistentStateComponent":
+        "public interface PersistentStateComponent<T> { T getState(); void loadState(T state); default void noStateLoaded(){} default void initializeComponent(){} }",
+    "com.intellij.openapi.components.State":
+        "import java.lang.annotation.*; @Retention(RetentionPolicy.RUNTIME) @Target(ElementType.TYPE) public @interface State { String name(); Storage[] storages() default {}; }",
+    "com.intellij.openapi.components.Storage":
+        "import java.lang.annotation.*; @Retention(RetentionPolicy.RUNTIME) @Target({}) public @interface Storage { String value() default \"\"; }",
+    "com.intellij.openapi.project.ProjectManager":
+        "public abstract class ProjectManager { public static ProjectManager getInstance(){return null;} public abstract com.intellij.openapi.project.Project[] getOpenProjects(); }",
     "com.intellij.notification.NotificationGroupManager":
         "public abstract class NotificationGroupManager { public static NotificationGroupManager getInstance(){return null;} public abstract NotificationGroup getNotificationGroup(String id); }",
     "com.intellij.notification.NotificationType":
@@ -57,7 +69,7 @@ JAVA = {
     "com.intellij.openapi.actionSystem.Presentation":
         "public class Presentation { public void setEnabled(boolean b){} public boolean isEnabled(){return true;} }",
     "com.intellij.openapi.application.Application":
-        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); }",
+        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); void invokeLater(Runnable r, ModalityState s, com.intellij.openapi.util.Condition<?> expired); java.util.concurrent.Future<?> executeOnPooledThread(Runnable r); boolean isDispatchThread(); boolean isReadAccessAllowed(); boolean isWriteAccessAllowed(); }",
     "com.intellij.openapi.application.ApplicationManager":
         "public class ApplicationManager { public static Application getApplication(){return null;} }",
     "com.intellij.openapi.application.ApplicationNamesInfo":
@@ -111,7 +123,7 @@ JAVA = {
     "com.intellij.openapi.project.DumbAwareAction":
         "public abstract class DumbAwareAction extends com.intellij.openapi.actionSystem.AnAction { protected DumbAwareAction(String t, String d, javax.swing.Icon i){ super(t,d,i);} }",
     "com.intellij.openapi.project.Project":
-        "public interface Project { boolean isDisposed(); String getBasePath(); com.intellij.util.messages.MessageBus getMessageBus(); com.intellij.openapi.util.Condition<?> getDisposed(); }",
+        "public interface Project { String getName(); boolean isDisposed(); String getBasePath(); com.intellij.util.messages.MessageBus getMessageBus(); com.intellij.openapi.util.Condition<?> getDisposed(); }",
     "com.intellij.openapi.roots.ModuleRootEvent":
         "public abstract class ModuleRootEvent {}",
     "com.intellij.openapi.roots.ModuleRootListener":
@@ -158,7 +170,7 @@ JAVA = {
 
 KOTLIN = {
     "stubs.kt": "@file:JvmName(\"Stubs\")\npackage com.intellij.openapi.application\nfun <T> runReadAction(runnable: () -> T): T = runnable()\n",
-    "stubs2.kt": "package com.intellij.openapi.components\ninline fun <reified T : Any> com.intellij.openapi.project.Project.service(): T = throw UnsupportedOperationException()\n",
+    "stubs2.kt": "package com.intellij.openapi.components\ninline fun <reified T : Any> com.intellij.openapi.project.Project.service(): T = throw UnsupportedOperationException()\ninline fun <reified T : Any> service(): T = throw UnsupportedOperationException()\n",
     "stubs3.kt": "package com.intellij.openapi.diagnostic\ninline fun <reified T : Any> logger(): Logger = throw UnsupportedOperationException()\n",
     "stubs4.kt": "package com.intellij.openapi.startup\ninterface ProjectActivity { suspend fun execute(project: com.intellij.openapi.project.Project) }\n",
 }

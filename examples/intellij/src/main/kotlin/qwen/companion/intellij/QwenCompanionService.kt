@@ -18,11 +18,13 @@ import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
 import com.intellij.openapi.vfs.LocalFileSystem
 import qwen.companion.QwenCompanionLibrary
+import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
-import qwen.companion.intellij.core.HostLog
 import qwen.companion.intellij.core.HostSettings
+import qwen.companion.intellij.core.ParticipantNames
 import qwen.companion.intellij.core.WorkspaceRoots
 import java.nio.file.Files
+import java.util.concurrent.atomic.AtomicBoolean
 
 /**
  * One Qwen Code companion per project. Started by [QwenCompanionStartup];
@@ -38,14 +40,27 @@ class QwenCompanionService(private val project: Project) : Disposable {
     private val log: Logger = logger<QwenCompanionService>()
     private val lock = Any()
     @Volatile private var host: CompanionHost? = null
+    @Volatile private var disposed = false
+    private val wired = AtomicBoolean(false)
+    private val failureShown = AtomicBoolean(false)
 
+    /**
+     * Starts the project's companion (idempotent; a second caller waits for the
+     * first). Called by [QwenCompanionStartup] and by [QwenTerminalCustomizer],
+     * since terminals restored at project open may start before the startup
+     * activity runs. Any thread but the UI thread.
+     */
     fun start() {
+        if (!QwenSettings.getInstance().options.enabled || disposed) return
+        // Read the platform before taking our lock: never wait for a read action while holding it.
+        val existing = host
+        val roots = if (existing == null) contentRoots() else emptyList()
         val h = synchronized(lock) {
-            if (host != null || project.isDisposed) return
-            CompanionHost(
+            if (disposed || project.isDisposed) return
+            host ?: CompanionHost(
                 HostSettings(
                     ideName = ApplicationNamesInfo.getInstance().fullProductName,
-                    roots = contentRoots(),
+                    roots = roots,
                     libraryPath = libraryPath()
                 ),
                 IntellijDiffPresenter(project),
@@ -54,9 +69,11 @@ class QwenCompanionService(private val project: Project) : Disposable {
             ).also { host = it }
         }
         if (!h.start()) {
-            notifyUser("Qwen Code companion is off: ${h.lastError}")
+            val why = h.lastError ?: return // closed meanwhile
+            if (failureShown.compareAndSet(false, true)) notifyUser("Qwen Code companion is off: $why")
             return
         }
+        if (!wired.compareAndSet(false, true)) return
         EditorListeners.install(project, h.feeder, this)
         project.messageBus.connect(this).subscribe(ModuleRootListener.TOPIC, object : ModuleRootListener {
             override fun rootsChanged(event: ModuleRootEvent) {
@@ -64,13 +81,47 @@ class QwenCompanionService(private val project: Project) : Disposable {
             }
         })
         ApplicationManager.getApplication().invokeLater(Runnable { EditorListeners.reportOpenEditors(project, h.feeder) }, project.disposed)
+        // The IDE-wide plugin host next to the companion (this runs off the UI thread).
+        pluginHost()
     }
 
-    /** Variables for the IDE's terminals (empty when the companion is not running). */
-    fun terminalEnv(): Map<String, String> = host?.terminalEnv() ?: emptyMap()
+    /**
+     * Variables for the IDE's terminals: the companion's
+     * (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`; empty when
+     * it is not running) merged with the plugin MCP server's.
+     */
+    fun terminalEnv(): Map<String, String> {
+        val env = LinkedHashMap<String, String>()
+        QwenPluginHostService.getInstance().terminalEnv().let { env.putAll(it) }
+        host?.terminalEnv()?.let { env.putAll(it) }
+        return env
+    }
+
+    /**
+     * The IDE-wide plugin host (one per IDE process, shared by every project),
+     * created on first use with its MCP server running and registered with
+     * Qwen Code; null when disabled in the settings or when it cannot start.
+     */
+    fun pluginHost(): QwenPluginHost? = QwenPluginHostService.getInstance().host()
+
+    /** The project this companion serves. */
+    val projectName: String get() = project.name
+
+    /** The project's workspace roots (absolute, de-duplicated). */
+    fun workspaceRoots(): List<String> = contentRoots()
+
+    /**
+     * The name of this project's cross-session messaging participant: the
+     * setting, else `intellij-<project>` (see [ParticipantNames.derive]).
+     */
+    val participantName: String
+        get() = QwenSettings.getInstance().options.participantName ?: ParticipantNames.derive("intellij", project.name)
 
     override fun dispose() {
-        val h = synchronized(lock) { host.also { host = null } }
+        val h = synchronized(lock) {
+            disposed = true
+            host.also { host = null }
+        }
         h?.close()
     }
 
@@ -89,14 +140,6 @@ class QwenCompanionService(private val project: Project) : Disposable {
             ?: String(vf.contentsToByteArray(), vf.charset)
     }
 
-    /** `QWEN_COMPANION_LIB`, else the library bundled in the plugin's `native/` folder, else JNA's search. */
-    private fun libraryPath(): String? {
-        val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
-        if (env != null && env.isNotBlank()) return env
-        val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
-        val bundled = plugin.pluginPath.resolve("native").resolve(System.mapLibraryName(QwenCompanionLibrary.LIBRARY_NAME))
-        return if (Files.isRegularFile(bundled)) bundled.toString() else null
-    }
 
     private fun notifyUser(message: String) {
         NotificationGroupManager.getInstance()
@@ -105,15 +148,17 @@ class QwenCompanionService(private val project: Project) : Disposable {
             .notify(project)
     }
 
-    private class IdeaHostLog(private val log: Logger) : HostLog {
-        override fun info(message: String) = log.info(message)
-        override fun warn(message: String, error: Throwable?) = log.warn(message, error)
-        // Logger.error would pop the IDE's "internal error" balloon; the core's errors are ours, not the IDE's.
-        override fun error(message: String, error: Throwable?) = log.warn(message, error)
-    }
-
     companion object {
         const val PLUGIN_ID = "qwen.companion.intellij"
         const val NOTIFICATION_GROUP = "Qwen Code Companion"
+
+        /** `QWEN_COMPANION_LIB`, else the library bundled in the plugin's `native/` folder, else null (JNA's search). */
+        fun libraryPath(): String? {
+            val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
+            if (env != null && env.isNotBlank()) return env
+            val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
+            val bundled = plugin.pluginPath.resolve("native").resolve(System.mapLibraryName(QwenCompanionLibrary.LIBRARY_NAME))
+            return if (Files.isRegularFile(bundled)) bundled.toString() else null
+        }
     }
 }

@@ -6,9 +6,10 @@ import org.jetbrains.plugins.terminal.LocalTerminalCustomizer
 import qwen.companion.intellij.core.TerminalEnv
 
 /**
- * Adds `QWEN_CODE_IDE_SERVER_PORT` and `QWEN_CODE_IDE_WORKSPACE_PATH` to every
- * terminal the IDE opens for the project, so `qwen` started there connects to
- * this IDE. Registered only when the Terminal plugin is present
+ * Adds `QWEN_CODE_IDE_SERVER_PORT` and `QWEN_CODE_IDE_WORKSPACE_PATH` (and the
+ * plugin MCP server's variables, if any) to every terminal the IDE opens for
+ * the project — those restored at project open too, which starts the
+ * companion first when needed — so `qwen` started there connects to this IDE. Registered only when the Terminal plugin is present
  * (`qwen-terminal.xml`).
  *
  * This 4-argument overload exists from 2023.1 to today's builds; newer
@@ -24,7 +25,11 @@ class QwenTerminalCustomizer : LocalTerminalCustomizer() {
         command: Array<String>,
         envs: MutableMap<String, String>
     ): Array<String> {
-        if (!project.isDisposed) TerminalEnv.applyTo(envs, project.service<QwenCompanionService>().terminalEnv())
+        if (project.isDisposed) return command
+        val service = project.service<QwenCompanionService>()
+        // A terminal restored at project open can start before QwenCompanionStartup ran.
+        service.start()
+        TerminalEnv.applyTo(envs, service.terminalEnv())
         return command
     }
 }
