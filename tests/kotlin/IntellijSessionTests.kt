@@ -112,6 +112,28 @@ fun intellijSessionTests(h: Harness, root: File) {
         checkEq(InboxPolicy.of("nonsense"), InboxPolicy.DEFAULT, "unknown policy")
     }
 
+    h.test("startedByIde: a process under this JVM (child or grandchild) is ours; the JVM itself and init are not") {
+        val sh = ProcessBuilder("sh", "-c", "sleep 30 & wait").start()
+        try {
+            var grandchild = 0L
+            eventually(5000, "sleep started") {
+                grandchild = ProcessHandle.of(sh.pid()).get().children().findFirst().map { it.pid() }.orElse(0L)
+                grandchild != 0L
+            }
+            check(SessionRow.startedByIde(sh.pid())) { "child" }
+            check(SessionRow.startedByIde(grandchild)) { "grandchild" }
+            check(!SessionRow.startedByIde(ProcessHandle.current().pid())) { "the IDE itself" }
+            check(!SessionRow.startedByIde(1)) { "init" }
+            check(!SessionRow.startedByIde(sh.pid(), ancestor = grandchild)) { "not an ancestor" }
+            val row = SessionRow.of(mapOf("name" to "t", "ref" to "r", "pid" to grandchild, "startedAt" to 0L))!!
+            check(row.startedByIde && row.describe(0).endsWith("(this IDE)")) { row.describe(0) }
+            ProcessHandle.of(grandchild).ifPresent { it.destroy() }
+        } finally {
+            sh.destroy()
+            sh.waitFor()
+        }
+    }
+
     h.group("intellij participant: against the real library")
 
     val area = File(root, "a").also { it.mkdirs() }
@@ -192,6 +214,22 @@ fun intellijSessionTests(h: Harness, root: File) {
             checkEq(m.sender(), "alpha (peer)", "sender")
             eventually(5000, "listener") { listener.messages.any { it.msgId == m.msgId } }
             check(listener.threads.contains("qc-cb")) { "threads ${listener.threads}" }
+        }
+
+        h.test("terminal env: a tool started with childEnv reaches the IDE as own-process") {
+            val env = ide.childEnv()
+            checkEq(env.keys, setOf("QWEN_CODE_MESSAGING_SOCKET", "QWEN_CODE_MESSAGING_TOKEN"), "keys")
+            checkEq(env["QWEN_CODE_MESSAGING_SOCKET"], ide.session()!!["ipcPath"], "socket")
+            val child = QwenParticipant(peerCfg.copy(parentSocket = env["QWEN_CODE_MESSAGING_SOCKET"], parentToken = env["QWEN_CODE_MESSAGING_TOKEN"]))
+            try {
+                child.register("terminal-tool")
+                val sent = child.sendToParent("build finished: see README.md:1").str("msgId")!!
+                eventually(10000, "own-process message") { ide.messages().any { it.msgId == sent } }
+                val m = ide.messages().first { it.msgId == sent }
+                checkEq(m.sender(), "terminal-tool (own-process)", "sender")
+            } finally {
+                child.close()
+            }
         }
 
         h.test("policy hold: held list with release (delivered) and deny (denied at the sender)") {

@@ -208,6 +208,22 @@ class IdeParticipant(
         return receipts.get(msgId)
     }
 
+    /**
+     * The environment for processes the IDE starts (its terminals):
+     * `QWEN_CODE_MESSAGING_SOCKET` / `_TOKEN`, so a tool run there reaches
+     * the IDE as `own-process` (Qwen itself drops inherited values at start,
+     * so a `qwen` in that terminal stays a peer). Empty when not registered.
+     */
+    fun childEnv(): Map<String, String> {
+        val part = synchronized(lock) { p } ?: return emptyMap()
+        val sid = session()?.get("sessionId") as? String ?: return emptyMap()
+        return try {
+            part.childEnv(sid)
+        } catch (e: QwenCompanionException) {
+            emptyMap()
+        }
+    }
+
     /** Messages received, oldest first. */
     fun messages(): List<ReceivedMessage> = synchronized(received) { ArrayList(received) }
 

@@ -124,11 +124,15 @@ data class SessionRow(
     val startedAt: Long,
     /** What to send to: the shortest unambiguous address (`name`, `name [ref]`). */
     val address: String,
-    val reachable: Boolean
+    val reachable: Boolean,
+    /** The session's process id (0 when the record has none). */
+    val pid: Long = 0L,
+    /** The session runs in a process this IDE started (e.g. `qwen` in the IDE's terminal). */
+    val startedByIde: Boolean = false
 ) {
-    /** `alpha [a1b2c3]  qwen  /work/alpha  5m` */
+    /** `alpha [a1b2c3]  qwen  /work/alpha  5m  (this IDE)` */
     fun describe(nowMs: Long): String =
-        "$name [$ref]  $kind  $cwd  ${age(nowMs - startedAt)}" + if (reachable) "" else "  (not answering)"
+        "$name [$ref]  $kind  $cwd  ${age(nowMs - startedAt)}" + (if (startedByIde) "  (this IDE)" else "") + if (reachable) "" else "  (not answering)"
 
     companion object {
         /** From an entry of `peers()` / `list()`; null without a name or ref. */
@@ -136,8 +140,26 @@ data class SessionRow(
             val name = e["name"] as? String ?: return null
             val ref = e["ref"] as? String ?: return null
             val address = e["address"] as? String ?: "$name [$ref]"
+            val pid = (e["pid"] as? Number)?.toLong() ?: 0L
             return SessionRow(name, ref, e["cwd"] as? String ?: "", e["kind"] as? String ?: "qwen",
-                (e["startedAt"] as? Number)?.toLong() ?: 0L, address, e["reachable"] != false)
+                (e["startedAt"] as? Number)?.toLong() ?: 0L, address, e["reachable"] != false, pid, startedByIde(pid))
+        }
+
+        /**
+         * Whether [pid] is a descendant of [ancestor] (default: this IDE's
+         * process): a `qwen` started in the IDE's terminal runs under the
+         * terminal's shell, a child of the IDE. False for the IDE itself.
+         */
+        fun startedByIde(pid: Long, ancestor: Long = ProcessHandle.current().pid()): Boolean {
+            if (pid <= 0 || pid == ancestor) return false
+            var cur = ProcessHandle.of(pid).orElse(null)
+            var hops = 0
+            while (cur != null && hops++ < 64) {
+                val parent = cur.parent().orElse(null) ?: return false
+                if (parent.pid() == ancestor) return true
+                cur = parent
+            }
+            return false
         }
 
         /** `45s`, `12m`, `3h 05m`, `2d 04h`. */
