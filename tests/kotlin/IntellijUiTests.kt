@@ -296,6 +296,7 @@ fun intellijUiTests(h: Harness, root: File) {
         check(r.ok && r.message == "Installed Full Example 1.2.0") { "install: $r" }
         check(model.onHostEvent(mapOf("type" to "views_changed"))) { "views_changed reloads" }
         check(!model.onHostEvent(mapOf("type" to "ui_push"))) { "ui_push does not" }
+        check(PluginUiModel.reloads(mapOf("type" to "plugin_disabled")) && !PluginUiModel.reloads(mapOf("type" to "plugin_exit"))) { "reloads" }
         checkEq(model.contributions.views.size, 1, "views")
         checkEq(seen.size, 1, "listener")
         fb.results = { _, tool, _ -> if (tool == "do_something") mapOf("content" to listOf(mapOf("type" to "text", "text" to "steps")),
@@ -420,6 +421,19 @@ fun intellijUiTests(h: Harness, root: File) {
             val bin = File(root, "bin.md").also { it.writeBytes(byteArrayOf(0xff.toByte(), 0)) }
             val bad = DocumentDrop.handle(bin, c, real)
             check(bad is DropOutcome.Failed && bad.reason == "the file is not UTF-8 text") { "$bad" }
+        }
+
+        h.test("view URLs from the host's view server (a binding without one: NOT_FOUND saying so)") {
+            val hasViews = QwenPluginHost::class.java.methods.any { it.name == "viewUrl" }
+            if (hasViews) {
+                val u = real.viewUrl("com.example.full", "board")
+                check(u.startsWith("http://127.0.0.1:")) { "board url $u" }
+                check(real.viewUrl("com.example.full", null).startsWith("http://127.0.0.1:")) { "panel url" }
+                expectStatus(QcStatus.NOT_FOUND, "unknown view") { real.viewUrl("com.example.full", "no-such-view") }
+            } else {
+                val e = expectStatus(QcStatus.NOT_FOUND, "viewUrl") { real.viewUrl("com.example.full", "board") }
+                check(e.detail.contains("no view server") && e.detail.contains("QwenPluginHost.")) { e.detail }
+            }
         }
 
         h.test("uninstall through the manager ends the plugin and removes it") {

@@ -27,7 +27,7 @@ NEW = {
     "com.intellij.openapi.actionSystem.CommonDataKeys":
         "public class CommonDataKeys { public static final DataKey<com.intellij.openapi.editor.Editor> EDITOR = null; public static final DataKey<" + P + "> PROJECT = null; }",
     "com.intellij.openapi.keymap.Keymap":
-        "public interface Keymap { void addShortcut(String actionId, com.intellij.openapi.actionSystem.Shortcut s); void removeAllActionShortcuts(String actionId); com.intellij.openapi.actionSystem.Shortcut[] getShortcuts(String actionId); }",
+        "public interface Keymap { void addShortcut(String actionId, com.intellij.openapi.actionSystem.Shortcut s); void removeAllActionShortcuts(String actionId); com.intellij.openapi.actionSystem.Shortcut[] getShortcuts(String actionId); String[] getActionIds(javax.swing.KeyStroke firstKeyStroke); }",
     "com.intellij.openapi.keymap.KeymapManager":
         "public abstract class KeymapManager { public static KeymapManager getInstance(){return null;} public abstract Keymap getActiveKeymap(); }",
     "com.intellij.openapi.project.DumbAware":
@@ -75,6 +75,11 @@ NEW = {
         "public final class FileChooser { public static " + VF + " chooseFile(FileChooserDescriptor d, " + P + " project, " + VF + " toSelect){return null;} }",
     "com.intellij.openapi.fileEditor.OpenFileDescriptor":
         "public class OpenFileDescriptor { public OpenFileDescriptor(" + P + " project, " + VF + " file, int logicalLine, int logicalColumn){} public void navigate(boolean requestFocus){} }",
+    # theme
+    "com.intellij.ide.ui.LafManager":
+        "public abstract class LafManager { public static LafManager getInstance(){return null;} }",
+    "com.intellij.ide.ui.LafManagerListener":
+        "@FunctionalInterface public interface LafManagerListener extends java.util.EventListener { com.intellij.util.messages.Topic<LafManagerListener> TOPIC = null; void lookAndFeelChanged(LafManager source); }",
     # settings
     "com.intellij.openapi.options.ConfigurationException":
         "public class ConfigurationException extends Exception { public ConfigurationException(String message){ super(message);} }",
@@ -123,6 +128,10 @@ EXTRA = {
     ],
     "com.intellij.openapi.util.Disposer": [
         "public static com.intellij.openapi.Disposable newDisposable(String debugName){return null;}",
+        "public static void dispose(com.intellij.openapi.Disposable d){}",
+    ],
+    "com.intellij.openapi.application.Application": [
+        "com.intellij.util.messages.MessageBus getMessageBus();",
     ],
 }
 

@@ -83,6 +83,9 @@ object PluginActions {
             try {
                 val stroke = KeyStroke.getKeyStroke(Keybindings.parse(key, isMac).awt())
                     ?: throw IllegalArgumentException("the platform has no key stroke for '$key'")
+                // Never take a key the keymap already gives to another action.
+                val taken = keymap.getActionIds(stroke).filter { it != cmd.actionId }
+                if (taken.isNotEmpty()) throw IllegalArgumentException("'$key' is already bound to ${taken.joinToString()}")
                 keymap.addShortcut(cmd.actionId, KeyboardShortcut(stroke, null))
             } catch (e: IllegalArgumentException) {
                 logger<PluginActions>().warn("qwen-companion: ${cmd.pluginId}: keybinding ignored: ${e.message}", null)

@@ -39,6 +39,8 @@ import javax.swing.JPanel
 class PluginViews(private val project: Project) : Disposable {
     private val windows = LinkedHashMap<String, PluginView>() // tool window id -> view
     private val loaded = HashSet<String>()
+    /** Per window: what its page holds (the JCEF browser), disposed with the window. */
+    private val holders = HashMap<String, Disposable>()
     private var listening = false
 
     /** Registers / unregisters tool windows to match [c] (UI thread). */
@@ -60,6 +62,7 @@ class PluginViews(private val project: Project) : Disposable {
                 twm.unregisterToolWindow(id)
                 windows.remove(id)
                 loaded.remove(id)
+                holders.remove(id)?.let { Disposer.dispose(it) }
             }
         }
         for ((id, v) in wanted) {
@@ -94,7 +97,14 @@ class PluginViews(private val project: Project) : Disposable {
                 }
                 return@pooled
             }
-            QwenPluginUi.onEdt { if (!project.isDisposed) show(tw, page(page, this)) }
+            QwenPluginUi.onEdt {
+                if (project.isDisposed || !windows.containsKey(tw.id)) return@onEdt
+                holders.remove(tw.id)?.let { Disposer.dispose(it) }
+                val holder = Disposer.newDisposable("qwen view ${tw.id}")
+                Disposer.register(this, holder)
+                holders[tw.id] = holder
+                show(tw, page(page, holder))
+            }
         }
     }
 
@@ -106,6 +116,7 @@ class PluginViews(private val project: Project) : Disposable {
 
     override fun dispose() {
         windows.clear()
+        holders.clear() // registered with this service: the platform disposes them
     }
 
     companion object {

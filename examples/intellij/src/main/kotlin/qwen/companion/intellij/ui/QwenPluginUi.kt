@@ -1,5 +1,7 @@
 package qwen.companion.intellij.ui
 
+import com.intellij.ide.BrowserUtil
+import com.intellij.ide.ui.LafManagerListener
 import com.intellij.openapi.Disposable
 import com.intellij.openapi.application.ApplicationManager
 import com.intellij.openapi.application.ModalityState
@@ -28,6 +30,7 @@ class QwenPluginUi : Disposable {
     private val log: Logger = logger<QwenPluginUi>()
     private val lock = Any()
     @Volatile private var model: PluginUiModel? = null
+    private val themeListener = java.util.concurrent.atomic.AtomicBoolean(false)
 
     /** The model over the running host (rebuilt when the host was restarted); null when the host is off or failing. */
     fun model(): PluginUiModel? {
@@ -42,19 +45,30 @@ class QwenPluginUi : Disposable {
             model = fresh
         }
         svc.manager()?.addEventListener { e ->
-            if (model === fresh) pooled { fresh.onHostEvent(e) }
+            if (model === fresh && PluginUiModel.reloads(e)) pooled { fresh.onHostEvent(e) }
         }
         svc.viewOpener = { pluginId, view -> openFromNotification(pluginId, view) }
+        if (themeListener.compareAndSet(false, true)) {
+            // Open pages follow the IDE's theme (window.pluginHost.onColorSchemeChange).
+            ApplicationManager.getApplication().messageBus.connect(this).subscribe(LafManagerListener.TOPIC, LafManagerListener {
+                val h = (model?.backend as? HostBackend)?.host
+                if (h != null) pooled { setScheme(h) }
+            })
+        }
         pooled {
             fresh.reload()
             fresh.lastReloadError?.let { log.warn("qwen-companion: cannot list plugins: $it", null) }
-            try {
-                ViewServer.setColorScheme(host, !JBColor.isBright())
-            } catch (e: QwenCompanionException) {
-                log.info("qwen-companion: no view server: ${e.message}")
-            }
+            setScheme(host)
         }
         return fresh
+    }
+
+    private fun setScheme(host: qwen.companion.QwenPluginHost) {
+        try {
+            ViewServer.setColorScheme(host, !JBColor.isBright())
+        } catch (e: QwenCompanionException) {
+            log.info("qwen-companion: no view server: ${e.message}")
+        }
     }
 
     /** The current contributions (empty before the first list). */
@@ -67,12 +81,16 @@ class QwenPluginUi : Disposable {
         }
     }
 
+    /** A notification's "Open": the view's tool window, else (unknown view, no project) the page in the browser. */
     private fun openFromNotification(pluginId: String, view: Map<String, Any?>) {
-        val viewId = view["id"] as? String ?: return
-        val m = model ?: return
-        val v = m.findView(pluginId, viewId) ?: return
-        val project = ProjectManager.getInstance().openProjects.firstOrNull { !it.isDisposed } ?: return
-        onEdt { PluginViews.getInstance(project).open(v, view["url"] as? String) }
+        val url = view["url"] as? String
+        val v = (view["id"] as? String)?.let { model?.findView(pluginId, it) }
+        val project = ProjectManager.getInstance().openProjects.firstOrNull { !it.isDisposed }
+        if (v == null || project == null) {
+            if (url != null) BrowserUtil.browse(url)
+            return
+        }
+        onEdt { PluginViews.getInstance(project).open(v, url) }
     }
 
     override fun dispose() {

@@ -50,6 +50,11 @@ class PluginUiModel(
     private val listeners = ArrayList<(Contributions) -> Unit>()
     private val visibleCache = HashMap<String, Pair<Long, Boolean>>()
 
+    companion object {
+        /** Whether host [event] changes the contributions (`views_changed`, `plugin_disabled`); `ui_push` and the rest do not. */
+        fun reloads(event: Map<String, Any?>): Boolean = event["type"] == "views_changed" || event["type"] == "plugin_disabled"
+    }
+
     /** [l] runs (on the caller's thread) after every [reload]. */
     fun addListener(l: (Contributions) -> Unit) {
         synchronized(lock) { listeners.add(l) }
@@ -73,12 +78,10 @@ class PluginUiModel(
     }
 
     /** A host event: true when it changed the contributions (and [reload] ran). */
-    fun onHostEvent(event: Map<String, Any?>): Boolean = when (event["type"]) {
-        "views_changed", "plugin_disabled" -> {
-            reload()
-            true
-        }
-        else -> false
+    fun onHostEvent(event: Map<String, Any?>): Boolean {
+        if (!reloads(event)) return false
+        reload()
+        return true
     }
 
     /** Runs [tool] of [pluginId] with [params] in folder [cwd]: its view, or the failure's sentence. */
