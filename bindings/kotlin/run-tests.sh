@@ -47,7 +47,10 @@ fi
 mkdir -p "$OUT"
 BINDING_SRC=(bindings/kotlin/src)
 TEST_SRC=(examples/intellij/src/main/kotlin/qwen/companion/intellij/core tests/kotlin)
-KFLAGS=(-jvm-target 1.8 -nowarn)
+# JVM 11 bytecode: the binding uses java.lang.ref.Cleaner (Java 9+), so a
+# Java 8 target would build classes that only fail when loaded (a test checks
+# the class file version). IntelliJ 2024.3 runs on Java 21 (build.gradle.kts).
+KFLAGS=(-jvm-target 11 -nowarn)
 
 newer_than() { # newer_than JAR DIR... : true if some source is newer than JAR (or JAR missing)
     local jar="$1"; shift

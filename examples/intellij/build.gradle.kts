@@ -33,6 +33,8 @@ dependencies {
 }
 
 kotlin {
+    // Java 21 (what IntelliJ 2024.3 runs on) for the plugin and the binding it
+    // compiles in; the binding needs at least Java 9 (java.lang.ref.Cleaner).
     jvmToolchain(21)
     // The Kotlin binding is compiled into the plugin from its sources.
     sourceSets.named("main") {

@@ -344,6 +344,7 @@ fun intellijCoreTests(h: Harness, dirs: TestDirs) {
         host.close()
         host.close()
         check(presenter.disposed) { "presenter disposed" }
+        host.closed.get(10, TimeUnit.SECONDS) // freed off the closing thread
         check(!lockPath.exists()) { "lock file removed" }
         check(!host.isRunning) { "not running" }
         check(!host.start()) { "start after close" }

@@ -31,10 +31,12 @@ fun main(args: Array<String>) {
     val only = args.toSet()
     try {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
+        if (only.isEmpty() || only.contains("binding")) bindingFixTests(h, TestDirs(File(root, "binding-fixes")))
         if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
+        if (only.isEmpty() || only.contains("intellij")) intellijFixTests(h, TestDirs(File(root, "ij-fixes")))
         if (only.isEmpty() || only.contains("intellij")) intellijPluginHostTests(h, File(root, "ij-host").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
         if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-ui")) intellijUiTests(h, File(root, "ij-ui").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-sessions")) intellijSessionTests(h, File(root, "ij-s").also { it.mkdirs() })

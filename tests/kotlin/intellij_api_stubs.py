@@ -27,7 +27,17 @@ JAVA = {
     "com.intellij.diff.contents.DocumentContent":
         "public interface DocumentContent extends DiffContent { com.intellij.openapi.editor.Document getDocument(); }",
     "com.intellij.diff.requests.DiffRequest":
-        "public abstract class DiffRequest implements com.intellij.openapi.util.UserDataHolder { public <T> void putUserData(com.intellij.openapi.util.Key<T> k, T v){} }",
+        "public abstract class DiffRequest implements com.intellij.openapi.util.UserDataHolder { public <T> void putUserData(com.intellij.openapi.util.Key<T> k, T v){} public <T> T getUserData(com.intellij.openapi.util.Key<T> k){return null;} }",
+    "com.intellij.diff.chains.DiffRequestChain":
+        "public interface DiffRequestChain extends com.intellij.openapi.util.UserDataHolder {}",
+    "com.intellij.diff.chains.SimpleDiffRequestChain":
+        "public class SimpleDiffRequestChain implements DiffRequestChain { public SimpleDiffRequestChain(com.intellij.diff.requests.DiffRequest request){} public <T> void putUserData(com.intellij.openapi.util.Key<T> k, T v){} }",
+    "com.intellij.diff.editor.ChainDiffVirtualFile":
+        "public class ChainDiffVirtualFile extends com.intellij.openapi.vfs.VirtualFile { public ChainDiffVirtualFile(com.intellij.diff.chains.DiffRequestChain chain, String name){} public boolean isDirectory(){return false;} public byte[] contentsToByteArray(){return new byte[0];} public String getPath(){return null;} }",
+    "com.intellij.diff.editor.DiffEditorTabFilesManager":
+        "public interface DiffEditorTabFilesManager { static DiffEditorTabFilesManager getInstance(com.intellij.openapi.project.Project p){return null;} com.intellij.openapi.fileEditor.FileEditor[] showDiffFile(com.intellij.openapi.vfs.VirtualFile diffFile, boolean focusEditor); }",
+    "com.intellij.diff.tools.util.DiffDataKeys":
+        "public interface DiffDataKeys { com.intellij.openapi.actionSystem.DataKey<com.intellij.diff.requests.DiffRequest> DIFF_REQUEST = null; }",
     "com.intellij.diff.requests.SimpleDiffRequest":
         "public class SimpleDiffRequest extends DiffRequest { public SimpleDiffRequest(String t, com.intellij.diff.contents.DiffContent a, com.intellij.diff.contents.DiffContent b, String ta, String tb){} }",
     "com.intellij.diff.util.DiffUserDataKeys":
@@ -52,6 +62,24 @@ JAVA = {
         "import java.lang.annotation.*; @Retention(RetentionPolicy.RUNTIME) @Target(ElementType.TYPE) public @interface State { String name(); Storage[] storages() default {}; }",
     "com.intellij.openapi.components.Storage":
         "import java.lang.annotation.*; @Retention(RetentionPolicy.RUNTIME) @Target({}) public @interface Storage { String value() default \"\"; }",
+    "com.intellij.openapi.options.UnnamedConfigurable":
+        "public interface UnnamedConfigurable { javax.swing.JComponent createComponent(); boolean isModified(); void apply() throws ConfigurationException; default void reset(){} default void disposeUIResources(){} }",
+    "com.intellij.openapi.options.Configurable":
+        "public interface Configurable extends UnnamedConfigurable { String getDisplayName(); }",
+    "com.intellij.openapi.options.ConfigurationException":
+        "public class ConfigurationException extends Exception { public ConfigurationException(String message){ super(message);} public ConfigurationException(String message, String title){ super(message);} }",
+    "com.intellij.openapi.options.ShowSettingsUtil":
+        "public abstract class ShowSettingsUtil { public static ShowSettingsUtil getInstance(){return null;} public abstract <T extends Configurable> void showSettingsDialog(com.intellij.openapi.project.Project p, Class<T> configurableClass); }",
+    "com.intellij.openapi.wm.StatusBar":
+        "public interface StatusBar { void updateWidget(String id); }",
+    "com.intellij.openapi.wm.StatusBarWidget":
+        "public interface StatusBarWidget extends com.intellij.openapi.Disposable { String ID(); default WidgetPresentation getPresentation(){return null;} default void install(StatusBar statusBar){} default void dispose(){} interface WidgetPresentation { default String getTooltipText(){return null;} default com.intellij.util.Consumer<java.awt.event.MouseEvent> getClickConsumer(){return null;} } interface TextPresentation extends WidgetPresentation { String getText(); float getAlignment(); } }",
+    "com.intellij.openapi.wm.StatusBarWidgetFactory":
+        "public interface StatusBarWidgetFactory { String getId(); String getDisplayName(); default boolean isAvailable(com.intellij.openapi.project.Project p){return true;} StatusBarWidget createWidget(com.intellij.openapi.project.Project p); default void disposeWidget(StatusBarWidget w){} default boolean canBeEnabledOn(StatusBar sb){return true;} }",
+    "org.jetbrains.plugins.terminal.TerminalToolWindowManager":
+        "public final class TerminalToolWindowManager { public static TerminalToolWindowManager getInstance(com.intellij.openapi.project.Project p){return null;} public com.intellij.terminal.ui.TerminalWidget createShellWidget(String workingDirectory, String tabName, boolean requestFocus, boolean deferSessionStartUntilUiShown){return null;} }",
+    "com.intellij.terminal.ui.TerminalWidget":
+        "public interface TerminalWidget { void sendCommandToExecute(String shellCommand); }",
     "com.intellij.openapi.project.ProjectManager":
         "public abstract class ProjectManager { public static ProjectManager getInstance(){return null;} public abstract com.intellij.openapi.project.Project[] getOpenProjects(); }",
     "com.intellij.notification.NotificationGroupManager":
@@ -60,16 +88,24 @@ JAVA = {
         "public enum NotificationType { INFORMATION, WARNING, ERROR }",
     "com.intellij.openapi.Disposable":
         "public interface Disposable { void dispose(); }",
+    "com.intellij.openapi.actionSystem.ActionManager":
+        "public abstract class ActionManager { public static ActionManager getInstance(){return null;} public abstract AnAction getAction(String id); }",
+    "com.intellij.openapi.actionSystem.ActionPromoter":
+        "public interface ActionPromoter { default java.util.List<AnAction> promote(java.util.List<? extends AnAction> actions, DataContext context){return null;} }",
+    "com.intellij.openapi.actionSystem.DataContext":
+        "public interface DataContext { Object getData(String dataId); }",
+    "com.intellij.openapi.actionSystem.DataKey":
+        "public final class DataKey<T> { public T getData(DataContext c){return null;} }",
     "com.intellij.openapi.actionSystem.ActionUpdateThread":
         "public enum ActionUpdateThread { BGT, EDT }",
     "com.intellij.openapi.actionSystem.AnAction":
         "public abstract class AnAction { public AnAction(){} public AnAction(String t, String d, javax.swing.Icon i){} public abstract void actionPerformed(AnActionEvent e); public void update(AnActionEvent e){} public ActionUpdateThread getActionUpdateThread(){return ActionUpdateThread.BGT;} }",
     "com.intellij.openapi.actionSystem.AnActionEvent":
-        "public class AnActionEvent { public Presentation getPresentation(){return null;} }",
+        "public class AnActionEvent { public Presentation getPresentation(){return null;} public com.intellij.openapi.project.Project getProject(){return null;} public <T> T getData(DataKey<T> key){return null;} }",
     "com.intellij.openapi.actionSystem.Presentation":
-        "public class Presentation { public void setEnabled(boolean b){} public boolean isEnabled(){return true;} }",
+        "public class Presentation { public void setEnabled(boolean b){} public boolean isEnabled(){return true;} public void setVisible(boolean b){} public boolean isVisible(){return true;} }",
     "com.intellij.openapi.application.Application":
-        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); void invokeLater(Runnable r, ModalityState s, com.intellij.openapi.util.Condition<?> expired); java.util.concurrent.Future<?> executeOnPooledThread(Runnable r); boolean isDispatchThread(); boolean isReadAccessAllowed(); boolean isWriteAccessAllowed(); }",
+        "public interface Application { void invokeLater(Runnable r, com.intellij.openapi.util.Condition<?> expired); void invokeLater(Runnable r, ModalityState s); void invokeLater(Runnable r, ModalityState s, com.intellij.openapi.util.Condition<?> expired); java.util.concurrent.Future<?> executeOnPooledThread(Runnable r); com.intellij.util.messages.MessageBus getMessageBus(); boolean isDispatchThread(); boolean isReadAccessAllowed(); boolean isWriteAccessAllowed(); }",
     "com.intellij.openapi.application.ApplicationManager":
         "public class ApplicationManager { public static Application getApplication(){return null;} }",
     "com.intellij.openapi.application.ApplicationNamesInfo":
@@ -83,7 +119,7 @@ JAVA = {
     "com.intellij.openapi.editor.CaretModel":
         "public interface CaretModel { int getOffset(); }",
     "com.intellij.openapi.editor.Document":
-        "public interface Document { int getLineNumber(int o); int getLineStartOffset(int l); String getText(); }",
+        "public interface Document { int getLineNumber(int o); int getLineStartOffset(int l); String getText(); CharSequence getImmutableCharSequence(); CharSequence getCharsSequence(); int getTextLength(); }",
     "com.intellij.openapi.editor.Editor":
         "public interface Editor { com.intellij.openapi.project.Project getProject(); EditorKind getEditorKind(); Document getDocument(); CaretModel getCaretModel(); SelectionModel getSelectionModel(); }",
     "com.intellij.openapi.editor.EditorFactory":
@@ -91,7 +127,7 @@ JAVA = {
     "com.intellij.openapi.editor.EditorKind":
         "public enum EditorKind { UNTYPED, MAIN_EDITOR, DIFF, CONSOLE, PREVIEW }",
     "com.intellij.openapi.editor.SelectionModel":
-        "public interface SelectionModel { String getSelectedText(); }",
+        "public interface SelectionModel { String getSelectedText(); int getSelectionStart(); int getSelectionEnd(); boolean hasSelection(); }",
     "com.intellij.openapi.editor.event.CaretEvent":
         "public class CaretEvent { public com.intellij.openapi.editor.Editor getEditor(){return null;} }",
     "com.intellij.openapi.editor.event.CaretListener":
@@ -105,11 +141,11 @@ JAVA = {
     "com.intellij.openapi.extensions.PluginId":
         "public class PluginId { public static PluginId getId(String s){return null;} }",
     "com.intellij.openapi.fileEditor.FileDocumentManager":
-        "public abstract class FileDocumentManager { public static FileDocumentManager getInstance(){return null;} public abstract com.intellij.openapi.editor.Document getDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.vfs.VirtualFile getFile(com.intellij.openapi.editor.Document d); }",
+        "public abstract class FileDocumentManager { public static FileDocumentManager getInstance(){return null;} public abstract com.intellij.openapi.editor.Document getDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.editor.Document getCachedDocument(com.intellij.openapi.vfs.VirtualFile f); public abstract com.intellij.openapi.vfs.VirtualFile getFile(com.intellij.openapi.editor.Document d); }",
     "com.intellij.openapi.fileEditor.FileEditor":
         "public interface FileEditor {}",
     "com.intellij.openapi.fileEditor.FileEditorManager":
-        "public abstract class FileEditorManager { public static FileEditorManager getInstance(com.intellij.openapi.project.Project p){return null;} public abstract com.intellij.openapi.vfs.VirtualFile[] getOpenFiles(); public abstract com.intellij.openapi.vfs.VirtualFile[] getSelectedFiles(); public abstract com.intellij.openapi.editor.Editor getSelectedTextEditor(); }",
+        "public abstract class FileEditorManager { public static FileEditorManager getInstance(com.intellij.openapi.project.Project p){return null;} public abstract com.intellij.openapi.vfs.VirtualFile[] getOpenFiles(); public abstract com.intellij.openapi.vfs.VirtualFile[] getSelectedFiles(); public abstract com.intellij.openapi.editor.Editor getSelectedTextEditor(); public abstract void closeFile(com.intellij.openapi.vfs.VirtualFile f); }",
     "com.intellij.openapi.fileEditor.FileEditorManagerEvent":
         "public class FileEditorManagerEvent { public com.intellij.openapi.vfs.VirtualFile getNewFile(){return null;} public FileEditor getNewEditor(){return null;} }",
     "com.intellij.openapi.fileEditor.FileEditorManagerListener":
@@ -121,7 +157,7 @@ JAVA = {
     "com.intellij.openapi.fileTypes.FileTypeManager":
         "public abstract class FileTypeManager { public static FileTypeManager getInstance(){return null;} public abstract FileType getFileTypeByFileName(String n); }",
     "com.intellij.openapi.project.DumbAwareAction":
-        "public abstract class DumbAwareAction extends com.intellij.openapi.actionSystem.AnAction { protected DumbAwareAction(String t, String d, javax.swing.Icon i){ super(t,d,i);} }",
+        "public abstract class DumbAwareAction extends com.intellij.openapi.actionSystem.AnAction { protected DumbAwareAction(){} protected DumbAwareAction(String t, String d, javax.swing.Icon i){ super(t,d,i);} }",
     "com.intellij.openapi.project.Project":
         "public interface Project { String getName(); boolean isDisposed(); String getBasePath(); com.intellij.util.messages.MessageBus getMessageBus(); com.intellij.openapi.util.Condition<?> getDisposed(); }",
     "com.intellij.openapi.roots.ModuleRootEvent":
@@ -135,7 +171,7 @@ JAVA = {
     "com.intellij.openapi.util.Condition":
         "public interface Condition<T> { boolean value(T t); }",
     "com.intellij.openapi.util.Disposer":
-        "public class Disposer { public static void register(com.intellij.openapi.Disposable p, com.intellij.openapi.Disposable c){} }",
+        "public class Disposer { public static void register(com.intellij.openapi.Disposable p, com.intellij.openapi.Disposable c){} public static com.intellij.openapi.Disposable newDisposable(String debugName){return null;} public static void dispose(com.intellij.openapi.Disposable d){} }",
     "com.intellij.openapi.util.Key":
         "public class Key<T> { public static <T> Key<T> create(String n){return null;} }",
     "com.intellij.openapi.util.UserDataHolder":
@@ -172,6 +208,8 @@ KOTLIN = {
     "stubs.kt": "@file:JvmName(\"Stubs\")\npackage com.intellij.openapi.application\nfun <T> runReadAction(runnable: () -> T): T = runnable()\n",
     "stubs2.kt": "package com.intellij.openapi.components\ninline fun <reified T : Any> com.intellij.openapi.project.Project.service(): T = throw UnsupportedOperationException()\ninline fun <reified T : Any> service(): T = throw UnsupportedOperationException()\n",
     "stubs3.kt": "package com.intellij.openapi.diagnostic\ninline fun <reified T : Any> logger(): Logger = throw UnsupportedOperationException()\n",
+    "stubs5.kt": "@file:JvmName(\"TrustedProjects\")\npackage com.intellij.ide.impl\nfun com.intellij.openapi.project.Project.isTrusted(): Boolean = true\n",
+    "stubs6.kt": "package com.intellij.ide.trustedProjects\ninterface TrustedProjectsListener {\n  fun onProjectTrusted(project: com.intellij.openapi.project.Project) {}\n  fun onProjectUntrusted(project: com.intellij.openapi.project.Project) {}\n  fun onProjectTrustedFromNotification(project: com.intellij.openapi.project.Project) {}\n  companion object { @JvmField val TOPIC: com.intellij.util.messages.Topic<TrustedProjectsListener> = com.intellij.util.messages.Topic() }\n}\n",
     "stubs4.kt": "package com.intellij.openapi.startup\ninterface ProjectActivity { suspend fun execute(project: com.intellij.openapi.project.Project) }\n",
 }
 

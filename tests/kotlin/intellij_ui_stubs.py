@@ -164,21 +164,47 @@ abstract class ToolWindowManager {
 }
 
 
+def members(body):
+    """The members of a one-line class body (between its first '{' and last '}')."""
+    inner = body[body.index("{") + 1:body.rindex("}")]
+    out, depth, cur = [], 0, ""
+    for ch in inner:
+        cur += ch
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                out.append(cur.strip())
+                cur = ""
+        elif ch == ";" and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+    return [m for m in out if m]
+
+
+def signature(member):
+    return member.split("{")[0].split(";")[0].strip()
+
+
+def add_members(java, fq, new_members):
+    body = java[fq]
+    have = {signature(m) for m in members(body)}
+    add = [m for m in new_members if signature(m) not in have]
+    end = body.rindex("}")
+    java[fq] = body[:end] + " " + " ".join(add) + " " + body[end:]
+
+
 def extend(java, kotlin):
     for fq, body in NEW.items():
         if fq in java:
-            raise SystemExit("intellij_ui_stubs: %s is already in the base stubs; add members through EXTRA" % fq)
-        java[fq] = body
-    for fq, members in EXTRA.items():
-        body = java[fq]
-        end = body.rindex("}")
-        add = [m for m in members if m.split("{")[0].split(";")[0].strip() not in body]
-        java[fq] = body[:end] + " " + " ".join(add) + " " + body[end:]
-    for name, text in kotlin_items():
+            # The base table gained this class meanwhile: keep it, add what ours has more.
+            add_members(java, fq, members(body))
+        else:
+            java[fq] = body
+    for fq, extra in EXTRA.items():
+        add_members(java, fq, extra)
+    for name, text in KOTLIN.items():
         if name in kotlin:
             raise SystemExit("intellij_ui_stubs: %s exists" % name)
         kotlin[name] = text
-
-
-def kotlin_items():
-    return KOTLIN.items()

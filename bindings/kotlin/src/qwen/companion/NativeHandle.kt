@@ -6,6 +6,7 @@ import com.sun.jna.Native
 import com.sun.jna.Pointer
 import com.sun.jna.ptr.PointerByReference
 import java.lang.ref.Cleaner
+import java.lang.ref.WeakReference
 import java.util.concurrent.ConcurrentHashMap
 
 /**
@@ -25,7 +26,13 @@ import java.util.concurrent.ConcurrentHashMap
  *   other handlers report through [reporter].
  *
  * It holds no reference to [owner] (only the `Cleaner` does, weakly), so the
- * owner can be collected while the native object lives.
+ * owner can be collected while the native object lives. The user's handlers
+ * are held strongly only here ([hold]; reachable through the owner alone):
+ * the pinned adapters, which the process-wide [CallbackRegistry] keeps for
+ * the library, see them through weak references. So a handler that captures
+ * its own companion does not keep it reachable for ever: an owner dropped
+ * without `close()` is collected and freed by the `Cleaner` (until then a
+ * callback whose handler is gone answers as a failure).
  */
 internal class NativeHandle(
     owner: Any,
@@ -44,6 +51,23 @@ internal class NativeHandle(
 
     /** Where handler failures go (the current log handler). */
     val reporter = Reporter()
+
+    /** The user's handlers, by setter (strong; this object is reachable only through the owner). */
+    private val handlers = ConcurrentHashMap<String, Any>()
+
+    /**
+     * Holds [handler] for setter [key] (null drops it) and returns a supplier
+     * that reaches it only weakly: give the supplier, not the handler, to an
+     * adapter that gets pinned.
+     */
+    fun <H : Any> hold(key: String, handler: H?): () -> H? {
+        if (handler == null) {
+            handlers.remove(key)
+            return { null }
+        }
+        handlers[key] = handler
+        return weakSupplier(handler)
+    }
 
     private val guard: HandleGuard
     private val cleanable: Cleaner.Cleanable
@@ -111,9 +135,10 @@ internal class NativeHandle(
         maxLevel: LogLevel,
         set: (QcNative, Pointer?, QcNative.LogFn?, Pointer?, QcNative.FreeFn?, Int, PointerByReference?) -> Int
     ) {
-        val cb: QcNative.LogFn? = if (handler == null) null else LogAdapter(handler)
+        val get = hold("log\u0000$function", handler)
+        val cb: QcNative.LogFn? = if (handler == null) null else LogAdapter(get)
         pin(function, cb) { h, token, fin, err -> set(n, h, cb, token, fin, maxLevel.code, err) }
-        reporter.log = handler
+        reporter.log = get
     }
 
     /** Runs [block] with the handle borrowed (never freed under it); [QwenCompanionException.Closed] after [close]. */
@@ -192,21 +217,22 @@ internal class NativeHandle(
      * finalizer runs) never keep the owner itself reachable.
      */
     class Reporter {
-        @Volatile var log: ((LogLevel, String) -> Unit)? = null
+        /** The log handler, reached weakly (see [hold]). */
+        @Volatile var log: () -> ((LogLevel, String) -> Unit)? = { null }
 
         fun failed(what: String, t: Throwable) {
             try {
-                log?.invoke(LogLevel.ERROR, "exception in the $what handler: ${describe(t)}")
+                log()?.invoke(LogLevel.ERROR, "exception in the $what handler: ${describe(t)}")
             } catch (e: Throwable) {
                 // nowhere left to report; never unwind into native code
             }
         }
     }
 
-    private class LogAdapter(val handler: (LogLevel, String) -> Unit) : QcNative.LogFn {
+    private class LogAdapter(val handler: () -> ((LogLevel, String) -> Unit)?) : QcNative.LogFn {
         override fun invoke(userData: Pointer?, level: Int, message: Pointer?) {
             try {
-                handler(LogLevel.fromCode(level), CStrings.readZ(message) ?: "")
+                handler()?.invoke(LogLevel.fromCode(level), CStrings.readZ(message) ?: "")
             } catch (t: Throwable) {
                 // A log handler has no way to report failure; never unwind into native code.
             }
@@ -222,6 +248,15 @@ internal class NativeHandle(
          * detaching on every call.
          */
         private val CALLBACK_THREAD = CallbackThreadInitializer(true, false, "qc-cb")
+
+        /** A supplier that reaches [value] weakly (a static function: the lambda captures nothing else). */
+        fun <H : Any> weakSupplier(value: H): () -> H? {
+            val ref = WeakReference(value)
+            return { ref.get() }
+        }
+
+        /** Message of the failure a callback gives when its owner was collected without `close()`. */
+        const val GONE = "the handler is gone (its object was garbage-collected without close())"
 
         /** Best-effort text of a throwable for a reply or a log line (never throws). */
         fun describe(t: Throwable): String = try {

@@ -66,7 +66,13 @@ data class QwenCompanionConfig @JvmOverloads constructor(
     /** Largest accepted request body (library default 64 MiB). */
     val maxBodyBytes: Long? = null,
     /** SSE keep-alive interval on every stream (library default 15000 ms, at most 30000). */
-    val keepAliveMs: Long? = null
+    val keepAliveMs: Long? = null,
+    /**
+     * How long the CLI's `openDiff` / `closeDiff` wait for the handlers (or a
+     * pull-mode answer) before the CLI gets an error (library default 30000;
+     * 100..600000). A handler that waits for the UI should give up a little earlier.
+     */
+    val requestTimeoutMs: Long? = null
 ) {
     /** The JSON object given to `qc_companion_new`. */
     fun toJson(): String {
@@ -82,6 +88,7 @@ data class QwenCompanionConfig @JvmOverloads constructor(
         if (maxWaitMs != null) m["maxWaitMs"] = maxWaitMs
         if (maxBodyBytes != null) m["maxBodyBytes"] = maxBodyBytes
         if (keepAliveMs != null) m["keepAliveMs"] = keepAliveMs
+        if (requestTimeoutMs != null) m["requestTimeoutMs"] = requestTimeoutMs
         return Json.write(m)
     }
 }
@@ -95,7 +102,8 @@ data class QwenCompanionConfig @JvmOverloads constructor(
  * (named `qc-cb`), one at a time; they must not block for long (the CLI's
  * request is answered only when `onOpenDiff`/`onCloseDiff` return; the library
  * gives up after 30 s). A handler that throws is answered as a failure with
- * the exception's text; nothing ever unwinds into native code.
+ * the exception's text, and the exception is also reported to the log
+ * handler ([setLogHandler], level ERROR); nothing ever unwinds into native code.
  *
  * Lifetime: [close] frees the native object (stopping the server and
  * removing the lock file). It is idempotent and never frees the handle under
@@ -285,7 +293,8 @@ class QwenCompanion private constructor(
      * [diffClosed]. An exception refuses with its text.
      */
     fun onOpenDiff(handler: ((path: String, newContent: String) -> OpenDiffResult)?) {
-        val cb: QcNative.OpenDiffFn? = if (handler == null) null else OpenDiffAdapter(library, handler)
+        val get = handle.hold("openDiff", handler)
+        val cb: QcNative.OpenDiffFn? = if (handler == null) null else OpenDiffAdapter(library, handle.reporter, get)
         handle.register("qc_companion_set_open_diff_callback", cb, QcNative::qc_companion_set_open_diff_callback)
     }
 
@@ -296,7 +305,8 @@ class QwenCompanion private constructor(
      * handler (then `closeDiff` answers with the proposed text).
      */
     fun onCloseDiff(handler: ((path: String) -> String?)?) {
-        val cb: QcNative.CloseDiffFn? = if (handler == null) null else CloseDiffAdapter(library, handler)
+        val get = handle.hold("closeDiff", handler)
+        val cb: QcNative.CloseDiffFn? = if (handler == null) null else CloseDiffAdapter(library, handle.reporter, get)
         handle.register("qc_companion_set_close_diff_callback", cb, QcNative::qc_companion_set_close_diff_callback)
     }
 
@@ -337,10 +347,12 @@ class QwenCompanion private constructor(
 
     /**
      * What both diff adapters share: the path check, and a failure reply with
-     * the text of whatever the handler throws (nothing unwinds into native code).
+     * the text of whatever the handler throws, which also goes to the log
+     * handler (nothing unwinds into native code).
      */
     private abstract class DiffAdapter(
         val library: QwenCompanionLibrary,
+        private val reporter: NativeHandle.Reporter,
         private val tool: String,
         private val failure: String
     ) {
@@ -354,6 +366,7 @@ class QwenCompanion private constructor(
                 }
                 return decide(path)
             } catch (t: Throwable) {
+                reporter.failed(tool, t)
                 setReply(library, reply, "$failure: ${NativeHandle.describe(t)}")
                 return 1
             }
@@ -362,11 +375,14 @@ class QwenCompanion private constructor(
 
     private class OpenDiffAdapter(
         library: QwenCompanionLibrary,
-        val handler: (String, String) -> OpenDiffResult
-    ) : DiffAdapter(library, "openDiff", "the IDE failed to open the diff"), QcNative.OpenDiffFn {
+        reporter: NativeHandle.Reporter,
+        /** Weak (see [NativeHandle.hold]). */
+        val handler: () -> ((String, String) -> OpenDiffResult)?
+    ) : DiffAdapter(library, reporter, "openDiff", "the IDE failed to open the diff"), QcNative.OpenDiffFn {
         override fun invoke(userData: Pointer?, filePath: Pointer?, newContent: Pointer?, newContentLen: Long, reply: Pointer?): Int =
             answer(filePath, reply) { path ->
-                val r = handler(path, CStrings.read(newContent, newContentLen))
+                val h = handler() ?: throw IllegalStateException(NativeHandle.GONE)
+                val r = h(path, CStrings.read(newContent, newContentLen))
                 when (r) {
                     is OpenDiffResult.Shown -> 0
                     is OpenDiffResult.Refused -> {
@@ -380,11 +396,14 @@ class QwenCompanion private constructor(
 
     private class CloseDiffAdapter(
         library: QwenCompanionLibrary,
-        val handler: (String) -> String?
-    ) : DiffAdapter(library, "closeDiff", "the IDE failed to close the diff"), QcNative.CloseDiffFn {
+        reporter: NativeHandle.Reporter,
+        /** Weak (see [NativeHandle.hold]). */
+        val handler: () -> ((String) -> String?)?
+    ) : DiffAdapter(library, reporter, "closeDiff", "the IDE failed to close the diff"), QcNative.CloseDiffFn {
         override fun invoke(userData: Pointer?, filePath: Pointer?, reply: Pointer?): Int =
             answer(filePath, reply) { path ->
-                val text = handler(path)
+                val h = handler() ?: throw IllegalStateException(NativeHandle.GONE)
+                val text = h(path)
                 if (text != null) setReply(library, reply, text)
                 0
             }

@@ -458,7 +458,8 @@ class QwenParticipant private constructor(
      * no handler is set wait (up to 50 per session). Null removes the handler.
      */
     fun onMessage(handler: ((Map<String, Any?>) -> Unit)?) {
-        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("message", handle.reporter) { v -> handler(asObject(v)) }
+        val get = handle.hold("message", handler)
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("message", handle.reporter) { v -> get()?.invoke(asObject(v)) }
         handle.register("qc_participant_set_message_callback", cb, QcNative::qc_participant_set_message_callback)
     }
 
@@ -468,13 +469,15 @@ class QwenParticipant private constructor(
      * Null removes the handler.
      */
     fun onReceipt(handler: ((Map<String, Any?>) -> Unit)?) {
-        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("receipt", handle.reporter) { v -> handler(asObject(v)) }
+        val get = handle.hold("receipt", handler)
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("receipt", handle.reporter) { v -> get()?.invoke(asObject(v)) }
         handle.register("qc_participant_set_receipt_callback", cb, QcNative::qc_participant_set_receipt_callback)
     }
 
     /** The whole hold buffer (as [held]) after each change, on the `qc-cb` thread. Null removes the handler. */
     fun onHeld(handler: ((List<Map<String, Any?>>) -> Unit)?) {
-        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("held", handle.reporter) { v -> handler(asObjects(v)) }
+        val get = handle.hold("held", handler)
+        val cb: QcNative.JsonFn? = if (handler == null) null else JsonAdapter("held", handle.reporter) { v -> get()?.invoke(asObjects(v)) }
         handle.register("qc_participant_set_held_callback", cb, QcNative::qc_participant_set_held_callback)
     }
 

@@ -403,7 +403,8 @@ class QwenPluginHost private constructor(
      * `payload`), with a `type`. Null removes the handler.
      */
     fun onEvent(handler: ((Map<String, Any?>) -> Unit)?) {
-        val cb: QcNative.JsonFn? = if (handler == null) null else EventAdapter(handle.reporter, handler)
+        val get = handle.hold("event", handler)
+        val cb: QcNative.JsonFn? = if (handler == null) null else EventAdapter(handle.reporter, get)
         handle.register("qc_plugin_host_set_event_callback", cb, QcNative::qc_plugin_host_set_event_callback)
     }
 
@@ -423,7 +424,8 @@ class QwenPluginHost private constructor(
     fun setCapability(name: String, handler: ((Map<String, Any?>) -> Any?)?) {
         val fn = "qc_plugin_host_set_capability_callback"
         val nm = arg(name, fn, "name")
-        val cb: QcNative.CapabilityFn? = if (handler == null) null else CapabilityAdapter(name, handle.reporter, WeakReference(this), handler)
+        val get = handle.hold("capability\u0000$name", handler)
+        val cb: QcNative.CapabilityFn? = if (handler == null) null else CapabilityAdapter(name, handle.reporter, WeakReference(this), get)
         handle.registerKeyed(fn, name, cb) { h, c, token, fin, err -> n.qc_plugin_host_set_capability_callback(h, nm, c, token, fin, err) }
     }
 
@@ -595,11 +597,13 @@ class QwenPluginHost private constructor(
 
     private class EventAdapter(
         val reporter: NativeHandle.Reporter,
-        val handler: (Map<String, Any?>) -> Unit
+        /** Weak (see [NativeHandle.hold]). */
+        val handler: () -> ((Map<String, Any?>) -> Unit)?
     ) : QcNative.JsonFn {
         override fun invoke(userData: Pointer?, json: Pointer?) {
             try {
-                handler(QwenParticipant.asObject(Json.parse(CStrings.readZ(json) ?: "null")))
+                val h = handler() ?: return
+                h(QwenParticipant.asObject(Json.parse(CStrings.readZ(json) ?: "null")))
             } catch (t: Throwable) {
                 reporter.failed("event", t)
             }
@@ -630,13 +634,15 @@ class QwenPluginHost private constructor(
         val reporter: NativeHandle.Reporter,
         /** Weak: a pinned adapter must not keep the host reachable. */
         val host: WeakReference<QwenPluginHost>,
-        val handler: (Map<String, Any?>) -> Any?
+        /** Weak (see [NativeHandle.hold]). */
+        val handler: () -> ((Map<String, Any?>) -> Any?)?
     ) : QcNative.CapabilityFn {
         override fun invoke(userData: Pointer?, requestId: Long, requestJson: Pointer?) {
             try {
                 val request = QwenParticipant.asObject(Json.parse(CStrings.readZ(requestJson) ?: "null"))
                 val answer = try {
-                    handler(request)
+                    val h = handler() ?: throw IllegalStateException(NativeHandle.GONE)
+                    h(request)
                 } catch (t: Throwable) {
                     reporter.failed("$name capability", t)
                     host.get()?.respondQuietly(requestId, null, "the $name capability handler failed: ${NativeHandle.describe(t)}")

@@ -22,6 +22,7 @@ import com.intellij.openapi.vfs.newvfs.events.VFileEvent
 import com.intellij.openapi.vfs.newvfs.events.VFileMoveEvent
 import com.intellij.openapi.vfs.newvfs.events.VFilePropertyChangeEvent
 import qwen.companion.intellij.core.EditorContextFeeder
+import qwen.companion.intellij.core.SelectionText
 
 /**
  * Platform events → [EditorContextFeeder]. Only reads editor state and
@@ -111,6 +112,9 @@ object EditorListeners {
 
     private fun reportSelection(editor: Editor, feeder: EditorContextFeeder) {
         val file = fileOf(editor) ?: return
-        feeder.selectionChanged(localPath(file), editor.selectionModel.selectedText)
+        // Cut from the document's immutable chars by offsets: never copies a 50 MB selection
+        // (SelectionModel.getSelectedText would, on every caret move).
+        val sel = editor.selectionModel
+        feeder.selectionChanged(localPath(file), SelectionText.capFrom(editor.document.immutableCharSequence, sel.selectionStart, sel.selectionEnd))
     }
 }

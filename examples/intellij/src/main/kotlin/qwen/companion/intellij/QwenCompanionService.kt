@@ -10,19 +10,25 @@ import com.intellij.openapi.application.runReadAction
 import com.intellij.openapi.components.Service
 import com.intellij.openapi.diagnostic.Logger
 import com.intellij.openapi.diagnostic.logger
+import com.intellij.ide.impl.isTrusted
+import com.intellij.ide.trustedProjects.TrustedProjectsListener
 import com.intellij.openapi.extensions.PluginId
 import com.intellij.openapi.fileEditor.FileDocumentManager
 import com.intellij.openapi.project.Project
 import com.intellij.openapi.roots.ModuleRootEvent
 import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
+import com.intellij.openapi.util.Disposer
 import com.intellij.openapi.vfs.LocalFileSystem
 import qwen.companion.QwenCompanionLibrary
 import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
+import qwen.companion.intellij.core.CompanionOptions
+import qwen.companion.intellij.core.CompanionStatus
 import qwen.companion.intellij.core.HostSettings
 import qwen.companion.intellij.core.ParticipantNames
 import qwen.companion.intellij.core.WorkspaceRoots
+import java.io.File
 import java.nio.file.Files
 import java.util.concurrent.atomic.AtomicBoolean
 
@@ -41,7 +47,9 @@ class QwenCompanionService(private val project: Project) : Disposable {
     private val lock = Any()
     @Volatile private var host: CompanionHost? = null
     @Volatile private var disposed = false
-    private val wired = AtomicBoolean(false)
+    /** Parent of the current host's listeners; disposed by [stop] (and with the service). */
+    private var hostDisposable: Disposable? = null
+    private var wiredFor: CompanionHost? = null
     private val failureShown = AtomicBoolean(false)
 
     /**
@@ -51,35 +59,87 @@ class QwenCompanionService(private val project: Project) : Disposable {
      * activity runs. Any thread but the UI thread.
      */
     fun start() {
-        if (!QwenSettings.getInstance().options.enabled || disposed) return
+        val options = QwenSettings.getInstance().options
+        if (!options.enabled || disposed) return
         // Read the platform before taking our lock: never wait for a read action while holding it.
         val existing = host
         val roots = if (existing == null) contentRoots() else emptyList()
+        val trusted = existing == null && project.isTrusted()
         val h = synchronized(lock) {
             if (disposed || project.isDisposed) return
-            host ?: CompanionHost(
-                HostSettings(
-                    ideName = ApplicationNamesInfo.getInstance().fullProductName,
-                    roots = roots,
-                    libraryPath = libraryPath()
-                ),
-                IntellijDiffPresenter(project),
-                this::readOriginal,
-                IdeaHostLog(log)
-            ).also { host = it }
+            host ?: run {
+                val d = Disposer.newDisposable("qwen-companion host")
+                Disposer.register(this, d)
+                hostDisposable = d
+                newHost(d, roots, trusted, options)
+            }.also { host = it }
         }
         if (!h.start()) {
             val why = h.lastError ?: return // closed meanwhile
             if (failureShown.compareAndSet(false, true)) notifyUser("Qwen Code companion is off: $why")
             return
         }
-        if (!wired.compareAndSet(false, true)) return
-        EditorListeners.install(project, h.feeder, this)
-        project.messageBus.connect(this).subscribe(ModuleRootListener.TOPIC, object : ModuleRootListener {
+        val parent = synchronized(lock) {
+            if (host !== h || wiredFor === h) return
+            wiredFor = h
+            hostDisposable!!
+        }
+        wire(h, parent)
+    }
+
+    /** Starts the companion on a pooled thread (from the UI thread, e.g. the settings page). */
+    fun startInBackground() {
+        ApplicationManager.getApplication().executeOnPooledThread { start() }
+    }
+
+    /** Stops the companion (the settings turned it off); [start] creates a new one. */
+    fun stop() {
+        val (h, d) = synchronized(lock) {
+            val pair = Pair(host, hostDisposable)
+            host = null
+            hostDisposable = null
+            wiredFor = null
+            pair
+        }
+        if (d != null) Disposer.dispose(d)
+        h?.close()
+    }
+
+    private fun newHost(parent: Disposable, roots: List<String>, trusted: Boolean, options: CompanionOptions): CompanionHost =
+        CompanionHost(
+                HostSettings(
+                    ideName = ApplicationNamesInfo.getInstance().fullProductName,
+                    roots = roots,
+                    libraryPath = libraryPath(),
+                    trusted = trusted,
+                    debounceMs = options.debounceMs,
+                    maxWaitMs = options.maxWaitMs,
+                    requestTimeoutMs = options.requestTimeoutMs
+                ),
+                IntellijDiffPresenter(project, options.showTimeoutMs, parent),
+                this::readOriginal,
+                IdeaHostLog(log)
+            )
+
+    /** Platform listeners → the running host [h], all removed with [parent]. */
+    private fun wire(h: CompanionHost, parent: Disposable) {
+        EditorListeners.install(project, h.feeder, parent)
+        project.messageBus.connect(parent).subscribe(ModuleRootListener.TOPIC, object : ModuleRootListener {
             override fun rootsChanged(event: ModuleRootEvent) {
                 h.updateRoots(contentRoots(), project.basePath)
             }
         })
+        // Workspace trust follows the platform's trusted-projects state (safe mode = untrusted).
+        ApplicationManager.getApplication().messageBus.connect(parent).subscribe(TrustedProjectsListener.TOPIC, object : TrustedProjectsListener {
+            override fun onProjectTrusted(project: Project) {
+                if (project == this@QwenCompanionService.project) h.setTrusted(true)
+            }
+
+            override fun onProjectUntrusted(project: Project) {
+                if (project == this@QwenCompanionService.project) h.setTrusted(false)
+            }
+        })
+        h.setTrusted(project.isTrusted()) // may have changed while starting
         ApplicationManager.getApplication().invokeLater(Runnable { EditorListeners.reportOpenEditors(project, h.feeder) }, project.disposed)
         // The IDE-wide plugin host next to the companion (this runs off the UI thread).
         pluginHost()
@@ -117,6 +177,18 @@ class QwenCompanionService(private val project: Project) : Disposable {
     val participantName: String
         get() = QwenSettings.getInstance().options.participantName ?: ParticipantNames.derive("intellij", project.name)
 
+    /** What the status bar widget shows; null when the companion is off in the settings. */
+    fun status(): CompanionStatus? {
+        val h = host ?: return if (QwenSettings.getInstance().options.enabled) CompanionStatus(false, null, 0, 0, null) else null
+        return h.status(QwenPluginHostService.getInstance().lastError)
+    }
+
+    /**
+     * Disposal (project close, on the UI thread under the write lock): the
+     * host disposes the diff views at once and frees the companion on a
+     * background thread, so a callback still inside a handler never blocks
+     * the IDE.
+     */
     override fun dispose() {
         val h = synchronized(lock) {
             disposed = true
@@ -132,12 +204,22 @@ class QwenCompanionService(private val project: Project) : Disposable {
         return WorkspaceRoots.normalize(roots, project.basePath)
     }
 
-    /** The file's text as the user sees it (unsaved edits included); null for a new file. */
+    /**
+     * The file's text as the user sees it (unsaved edits included); null for a
+     * new file. Runs on the library's callback thread WITHOUT a read action (a
+     * project disposal holding the write lock would block it, and the disposal
+     * waits for this thread): an open document's immutable snapshot, else the
+     * file from disk.
+     */
     private fun readOriginal(path: String): String? {
-        val vf = LocalFileSystem.getInstance().findFileByPath(path) ?: return null
-        if (vf.isDirectory) return null
-        return runReadAction { FileDocumentManager.getInstance().getDocument(vf)?.text }
-            ?: String(vf.contentsToByteArray(), vf.charset)
+        val vf = LocalFileSystem.getInstance().findFileByPath(path)
+        if (vf != null && !vf.isDirectory) {
+            val cached = FileDocumentManager.getInstance().getCachedDocument(vf)
+            if (cached != null) return cached.immutableCharSequence.toString()
+            return String(vf.contentsToByteArray(), vf.charset)
+        }
+        val f = File(path)
+        return if (f.isFile) f.readText() else null
     }
 
 

@@ -6,6 +6,7 @@ import qwen.companion.QwenCompanionConfig
 import qwen.companion.QwenCompanionException
 import qwen.companion.QwenCompanionLibrary
 import java.io.File
+import java.util.concurrent.CompletableFuture
 
 /** What a host needs to start a companion for one project. */
 data class HostSettings(
@@ -20,7 +21,14 @@ data class HostSettings(
     /** Library file; null = `QWEN_COMPANION_LIB`, then `jna.library.path`/system paths. */
     val libraryPath: String? = null,
     /** Most detailed library log level forwarded to [HostLog]. */
-    val logLevel: LogLevel = LogLevel.INFO
+    val logLevel: LogLevel = LogLevel.INFO,
+    /** Initial workspace trust (the platform's trusted-projects state); null = the library's default (trusted). */
+    val trusted: Boolean? = null,
+    /** Context debounce / max wait (null = library defaults). */
+    val debounceMs: Long? = null,
+    val maxWaitMs: Long? = null,
+    /** How long the library waits for the diff handlers (null = 30000); the presenter waits a little less. */
+    val requestTimeoutMs: Long? = null
 )
 
 /** Workspace root handling. */
@@ -81,11 +89,19 @@ class CompanionHost(
     private val lock = Any()
     @Volatile private var settings: HostSettings = settings.copy(roots = WorkspaceRoots.normalize(settings.roots))
     @Volatile private var companion: QwenCompanion? = null
-    @Volatile private var closed = false
+    @Volatile private var isClosed = false
 
-    /** Why the last [start] failed (null after a success). */
+    /** Why the last [start] failed, or the last error the library logged (null while fine). */
     @Volatile var lastError: String? = null
         private set
+
+    /** Connected CLI sessions (from the library's log). */
+    val sessions = SessionTracker()
+
+    /** Completed once the companion is freed after [close] (the lock file is gone then). */
+    val closed: CompletableFuture<Unit> = CompletableFuture()
+
+    @Volatile private var trusted: Boolean? = settings.trusted
 
     /** Editor events → companion. */
     val feeder = EditorContextFeeder(CompanionContextSink { companion }, log)
@@ -101,7 +117,7 @@ class CompanionHost(
     /** Starts the companion; false (and [lastError]) when it cannot (e.g. library missing). Idempotent. */
     fun start(): Boolean {
         synchronized(lock) {
-            if (closed) return false
+            if (isClosed) return false
             if (companion != null) return true
             val s = settings
             val c = try {
@@ -111,7 +127,11 @@ class CompanionHost(
                         ideName = s.ideName,
                         ideDisplayName = s.ideName,
                         ideId = s.ideId,
-                        lockDir = s.lockDir
+                        lockDir = s.lockDir,
+                        trusted = trusted,
+                        debounceMs = s.debounceMs,
+                        maxWaitMs = s.maxWaitMs,
+                        requestTimeoutMs = s.requestTimeoutMs
                     ),
                     QwenCompanionLibrary.load(s.libraryPath)
                 )
@@ -119,7 +139,12 @@ class CompanionHost(
                 return failed(e)
             }
             try {
-                c.setLogHandler({ level, message -> forward(level, message) }, s.logLevel)
+                // DEBUG for the session tracker; only up to s.logLevel reaches the IDE's log.
+                val maxLevel = if (s.logLevel.code >= LogLevel.DEBUG.code) s.logLevel else LogLevel.DEBUG
+                c.setLogHandler({ level, message ->
+                    sessions.onLog(message)
+                    if (level.code <= s.logLevel.code) forward(level, message)
+                }, maxLevel)
                 c.onOpenDiff { path, content -> diffs.onOpenDiff(path, content) }
                 c.onCloseDiff { path -> diffs.onCloseDiff(path) }
                 c.start()
@@ -142,7 +167,10 @@ class CompanionHost(
 
     private fun forward(level: LogLevel, message: String) {
         when (level) {
-            LogLevel.ERROR -> log.error("qwen-companion: $message")
+            LogLevel.ERROR -> {
+                lastError = message
+                log.error("qwen-companion: $message")
+            }
             LogLevel.WARN -> log.warn("qwen-companion: $message")
             else -> log.info("qwen-companion: $message")
         }
@@ -156,6 +184,28 @@ class CompanionHost(
         } catch (e: QwenCompanionException) {
             emptyMap()
         }
+    }
+
+    /** The platform's trust state of the project changed (also remembered for a later [start]). */
+    fun setTrusted(value: Boolean) {
+        trusted = value
+        try {
+            companion?.setTrusted(value)
+        } catch (e: QwenCompanionException) {
+            log.warn("qwen-companion: cannot set workspace trust: ${e.message}")
+        }
+    }
+
+    /** What the status bar shows (see [CompanionStatus]). */
+    fun status(extraError: String? = null): CompanionStatus {
+        val c = companion
+        return CompanionStatus(
+            running = c != null,
+            port = try { c?.portOrNull() } catch (e: QwenCompanionException) { null },
+            connectedClis = if (c == null) 0 else sessions.connected,
+            pendingDiffs = diffs.openSessions().size,
+            lastError = lastError ?: extraError
+        )
     }
 
     /** The project's roots changed (rewrites the lock file when running). */
@@ -172,21 +222,43 @@ class CompanionHost(
         }
     }
 
-    /** Closes the diff views and the companion (lock file removed). Idempotent. */
+    /**
+     * Closes the diff views and the companion (lock file removed), in the
+     * order that cannot hang the IDE: the presenter is disposed first (a
+     * callback waiting for the UI gives up at once), then the companion is
+     * freed on a background thread, because freeing joins the library's
+     * callback thread, which may still be inside a handler that waits for
+     * something the closing thread holds (IntelliJ disposes projects on the
+     * UI thread, under the write lock). Returns at once; [closed] completes
+     * when the companion is freed. Idempotent.
+     */
     override fun close() {
         val c = synchronized(lock) {
-            if (closed) return
-            closed = true
+            if (isClosed) return
+            isClosed = true
             val c = companion
             companion = null
             c
         }
         diffs.closeAll()
         presenter.dispose()
-        try {
-            c?.close()
-        } catch (e: QwenCompanionException) {
-            log.warn("qwen-companion: close failed: ${e.message}")
+        sessions.clear()
+        if (c == null) {
+            closed.complete(Unit)
+            return
         }
+        val t = Thread({
+            try {
+                c.close()
+            } catch (e: QwenCompanionException) {
+                log.warn("qwen-companion: close failed: ${e.message}")
+            } catch (t: Throwable) {
+                log.error("qwen-companion: close failed", t)
+            } finally {
+                closed.complete(Unit)
+            }
+        }, "qwen-companion-close")
+        t.isDaemon = true
+        t.start()
     }
 }

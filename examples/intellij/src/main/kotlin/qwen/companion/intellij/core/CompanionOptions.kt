@@ -53,6 +53,11 @@ data class CompanionOptions(
         return p
     }
 
+    /** True when [other] needs a new plugin host (its options differ). */
+    fun pluginHostChanged(other: CompanionOptions): Boolean =
+        pluginHostEnabled != other.pluginHostEnabled || pluginsDir != other.pluginsDir ||
+            registerMcp != other.registerMcp || alwaysLoadTools != other.alwaysLoadTools
+
     /**
      * How long the IDE's diff presenter waits for the UI thread: below the
      * library's [requestTimeoutMs] so the CLI gets the presenter's own answer.
@@ -95,4 +100,73 @@ object ParticipantNames {
 
     private fun slug(s: String): String =
         s.toLowerCase().replace(Regex("[^a-z0-9._]+"), "-").trim('-')
+}
+
+/**
+ * The settings page's fields as typed (numbers as text, blank = default),
+ * turned into [CompanionOptions] with every problem listed at once.
+ */
+data class OptionsForm(
+    val enabled: Boolean,
+    val runCommand: String,
+    val debounceMs: String,
+    val maxWaitMs: String,
+    val requestTimeoutMs: String,
+    val pluginHostEnabled: Boolean,
+    val pluginsDir: String,
+    val registerMcp: Boolean,
+    val alwaysLoadTools: Boolean,
+    val participantName: String
+) {
+    /** The options, or null with the problems (each a sentence). */
+    class Parsed(val options: CompanionOptions?, val problems: List<String>)
+
+    fun parse(): Parsed {
+        val problems = ArrayList<String>()
+        val debounce = CompanionOptions.parseNumber(debounceMs, "Debounce", problems)
+        val maxWait = CompanionOptions.parseNumber(maxWaitMs, "Max wait", problems)
+        val timeout = CompanionOptions.parseNumber(requestTimeoutMs, "The diff request timeout", problems)
+        val o = CompanionOptions(
+            enabled = enabled,
+            runCommand = runCommand.trim(),
+            debounceMs = debounce,
+            maxWaitMs = maxWait,
+            requestTimeoutMs = timeout ?: CompanionOptions.DEFAULT_REQUEST_TIMEOUT_MS,
+            pluginHostEnabled = pluginHostEnabled,
+            pluginsDir = pluginsDir.trim().ifEmpty { null },
+            registerMcp = registerMcp,
+            alwaysLoadTools = alwaysLoadTools,
+            participantName = participantName.trim().ifEmpty { null }
+        )
+        if (problems.isEmpty()) problems.addAll(o.problems())
+        return if (problems.isEmpty()) Parsed(o, problems) else Parsed(null, problems)
+    }
+
+    companion object {
+        /** The fields showing [o]. */
+        fun of(o: CompanionOptions) = OptionsForm(
+            enabled = o.enabled,
+            runCommand = o.runCommand,
+            debounceMs = o.debounceMs?.toString() ?: "",
+            maxWaitMs = o.maxWaitMs?.toString() ?: "",
+            requestTimeoutMs = o.requestTimeoutMs.toString(),
+            pluginHostEnabled = o.pluginHostEnabled,
+            pluginsDir = o.pluginsDir ?: "",
+            registerMcp = o.registerMcp,
+            alwaysLoadTools = o.alwaysLoadTools,
+            participantName = o.participantName ?: ""
+        )
+    }
+}
+
+/** What "Run Qwen Code" opens: a terminal tab in the project folder running the configured command. */
+object RunQwen {
+    class Plan(val workingDirectory: String?, val tabName: String, val command: String)
+
+    fun plan(options: CompanionOptions, projectDir: String?): Plan {
+        val command = options.runCommand.trim().ifEmpty { CompanionOptions.DEFAULT_RUN_COMMAND }
+        require(command.indexOf('\n') < 0 && command.indexOf('\r') < 0) { "the command to run Qwen Code must be one line" }
+        val dir = if (projectDir != null && File(projectDir).isDirectory) projectDir else null
+        return Plan(dir, "Qwen Code", command)
+    }
 }

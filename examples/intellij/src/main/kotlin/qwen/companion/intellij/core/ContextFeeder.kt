@@ -85,6 +85,25 @@ object SelectionText {
         if (Character.isHighSurrogate(text[end - 1])) end--
         return text.substring(0, end)
     }
+
+    /**
+     * The selection [start]..[end] of a document's [chars] (an immutable
+     * snapshot such as `Document.getImmutableCharSequence()`), cut like [cap]
+     * WITHOUT copying the whole selection first: only the first
+     * `LIMIT + 2` characters are read. Null for an empty selection.
+     */
+    fun capFrom(chars: CharSequence, start: Int, end: Int): String? {
+        require(start >= 0 && start <= end && end <= chars.length) { "bad selection $start..$end of ${chars.length}" }
+        if (start == end) return null
+        var stop = end
+        if (end - start > LIMIT + 1) {
+            stop = start + LIMIT + 2
+            if (Character.isHighSurrogate(chars[stop - 1])) stop--
+        }
+        val sb = StringBuilder(stop - start)
+        sb.append(chars, start, stop)
+        return sb.toString()
+    }
 }
 
 /**

@@ -40,6 +40,33 @@ interface DiffPresenter {
     fun dispose() {}
 }
 
+/**
+ * Line separators. IntelliJ's documents (the diff's editable side included)
+ * always hold `\n`; the file on disk may use `\r\n` (or `\r`), and Qwen
+ * Code writes what the IDE accepts byte for byte, so the accepted text gets
+ * the file's separator back.
+ */
+object LineSeparators {
+    /** The separator of the first line break of [text] (`"\r\n"`, `"\r"`, `"\n"`), or null when it has none. */
+    fun detect(text: CharSequence?): String? {
+        if (text == null) return null
+        for (i in 0 until text.length) {
+            val c = text[i]
+            if (c == '\n') return "\n"
+            if (c == '\r') return if (i + 1 < text.length && text[i + 1] == '\n') "\r\n" else "\r"
+        }
+        return null
+    }
+
+    /** What an IntelliJ document makes of [text]: every separator as `\n`. */
+    fun toLf(text: String): String =
+        if (text.indexOf('\r') < 0) text else text.replace("\r\n", "\n").replace('\r', '\n')
+
+    /** [lfText] (a document's text) with [separator] instead of `\n`. */
+    fun fromLf(lfText: CharSequence, separator: String): String =
+        if (separator == "\n") lfText.toString() else lfText.toString().replace("\n", separator)
+}
+
 /** States of one diff. Only [SHOWING] can change, and only once. */
 enum class DiffState {
     /** The view is up and waiting for the user. */
@@ -75,8 +102,29 @@ class DiffSession internal constructor(
 
     val isOpen: Boolean get() = state == DiffState.SHOWING
 
+    /** The separator the accepted text gets: the file's, else the proposal's, else `\n`. */
+    val lineSeparator: String = LineSeparators.detect(originalText) ?: LineSeparators.detect(proposedText) ?: "\n"
+
+    /**
+     * The text to report for a view showing [viewText] (a document's text,
+     * `\n` only): null when it is the proposal unchanged, else [viewText]
+     * with [lineSeparator].
+     */
+    fun finalTextOf(viewText: CharSequence): String? {
+        val lf = LineSeparators.toLf(proposedText)
+        if (lf.contentEquals(viewText)) return null
+        return LineSeparators.fromLf(viewText, lineSeparator)
+    }
+
     /** The user accepted, with the view's final text (null = as proposed). */
     fun accept(finalText: String?) = controller.accept(this, finalText)
+
+    /**
+     * The user accepted the view showing [viewText] (an IntelliJ document's
+     * text): an unchanged proposal is accepted without an edit, an edited
+     * one with the file's line separator.
+     */
+    fun acceptView(viewText: CharSequence) = controller.accept(this, finalTextOf(viewText))
 
     fun reject() = controller.reject(this)
 
@@ -149,12 +197,14 @@ class DiffController(
             if (s != null && s.state == DiffState.SHOWING) s.state = DiffState.CLOSED_BY_CLI
             s
         } ?: return null
-        val text = try {
+        val view = try {
             presenter.currentText(session)
         } catch (e: Exception) {
             log.warn("qwen-companion: cannot read the diff view of $path", e)
             null
-        } ?: session.proposedText
+        }
+        // The view holds `\n` only: give the CLI its proposal back when unchanged, else the file's separator.
+        val text = if (view == null) session.proposedText else session.finalTextOf(view) ?: session.proposedText
         closeView(session)
         return text
     }
