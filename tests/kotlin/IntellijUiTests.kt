@@ -381,6 +381,24 @@ fun intellijUiTests(h: Harness, root: File) {
             check(!nf.ok && nf.message.startsWith("Cannot enable no.such.plugin: ")) { "$nf" }
         }
 
+        h.test("manager: install from a .zip (manifest at the root); a file that is no zip is refused, nothing installed") {
+            val mgr = PluginManagerModel(real)
+            val zip = File(root, "hello.zip")
+            java.util.zip.ZipOutputStream(zip.outputStream()).use { z ->
+                for (name in listOf("manifest.json", "index.js")) {
+                    z.putNextEntry(java.util.zip.ZipEntry(name))
+                    z.write(File(UI_FIXTURES, "hello/$name").readBytes())
+                    z.closeEntry()
+                }
+            }
+            checkEq(mgr.install(zip.path), qwen.companion.intellij.core.plugins.ManagerResult(true, "Installed Hello Plugin 1.0.0"), "zip install")
+            val notZip = File(root, "broken.zip").also { it.writeText("not a zip") }
+            val r = mgr.install(notZip.path)
+            check(!r.ok && r.message.startsWith("Cannot install ${notZip.path}: ")) { "$r" }
+            checkEq(mgr.rows().map { it.id }, listOf("com.example.full", "com.example.hello"), "rows")
+            check(mgr.uninstall("com.example.hello", true).ok) { "uninstall hello" }
+        }
+
         // Contributions from the installed manifest file (the list gains `manifest` with the view server).
         val entry = fullManifestEntry()
         val c = Contributions.collect(listOf(entry))
