@@ -17,7 +17,7 @@ import com.intellij.openapi.project.Project
 import com.intellij.openapi.util.Key
 import com.intellij.openapi.wm.ToolWindowManager
 import qwen.companion.intellij.IdeaHostLog
-import qwen.companion.intellij.QwenSettings
+import qwen.companion.intellij.QwenCompanionService
 import qwen.companion.intellij.core.plugins.Html
 import qwen.companion.intellij.core.sessions.ConsoleCapture
 import qwen.companion.intellij.core.sessions.HeldMessage
@@ -52,7 +52,8 @@ class QwenParticipantService(private val project: Project) : Disposable {
 
     /** The settings from the IDE's options (name) and this project's inbox policy. */
     fun settings(): ParticipantSettings = ParticipantSettings(
-        name = ParticipantName.derive(project.name, QwenSettings.getInstance().options.participantName),
+        // The companion's name for the project (the setting, else intellij-<project>), kept to what the registry holds whole.
+        name = ParticipantName.derive(project.name, project.service<QwenCompanionService>().participantName),
         cwd = project.basePath ?: System.getProperty("user.home"),
         policy = policy()
     )
