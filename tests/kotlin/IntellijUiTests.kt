@@ -25,6 +25,7 @@ import qwen.companion.intellij.core.plugins.PluginNotification
 import qwen.companion.intellij.core.plugins.PluginUiModel
 import qwen.companion.intellij.core.plugins.SelectOption
 import qwen.companion.intellij.core.plugins.ToolResultView
+import qwen.companion.intellij.core.plugins.ViewServer
 import java.io.File
 import java.util.Collections
 import java.util.TimeZone
@@ -441,17 +442,36 @@ fun intellijUiTests(h: Harness, root: File) {
             check(bad is DropOutcome.Failed && bad.reason == "the file is not UTF-8 text") { "$bad" }
         }
 
-        h.test("view URLs from the host's view server (a binding without one: NOT_FOUND saying so)") {
-            val hasViews = QwenPluginHost::class.java.methods.any { it.name == "viewUrl" }
-            if (hasViews) {
-                val u = real.viewUrl("com.example.full", "board")
-                check(u.startsWith("http://127.0.0.1:")) { "board url $u" }
-                check(real.viewUrl("com.example.full", null).startsWith("http://127.0.0.1:")) { "panel url" }
-                expectStatus(QcStatus.NOT_FOUND, "unknown view") { real.viewUrl("com.example.full", "no-such-view") }
-            } else {
-                val e = expectStatus(QcStatus.NOT_FOUND, "viewUrl") { real.viewUrl("com.example.full", "board") }
-                check(e.detail.contains("no view server") && e.detail.contains("QwenPluginHost.")) { e.detail }
+        h.test("view and panel URLs from the host's view server (started on first use); unknown or disabled -> NOT_FOUND") {
+            val u = real.viewUrl("com.example.full", "board")
+            check(u.startsWith("http://127.0.0.1:")) { "board url $u" }
+            checkEq(real.viewUrl("com.example.full", "board"), u, "the running server is kept")
+            val panel = real.viewUrl("com.example.full", null)
+            check(panel.startsWith("http://127.0.0.1:") && panel != u) { "panel url $panel" }
+            val views = host.views()
+            checkEq((views["views"] as List<*>).map { (it as Map<*, *>)["url"] }, listOf<Any?>(u), "views() lists the same page")
+            expectStatus(QcStatus.NOT_FOUND, "unknown view") { real.viewUrl("com.example.full", "no-such-view") }
+            host.viewsStop()
+            check(real.viewUrl("com.example.full", "board").startsWith("http://127.0.0.1:")) { "restarted after a stop" }
+            ViewServer.setColorScheme(host, dark = true)
+            checkEq(host.views()["colorScheme"], "dark", "scheme")
+            ViewServer.setColorScheme(host, dark = false)
+            checkEq(host.views()["colorScheme"], "light", "scheme back")
+            real.disable("com.example.full")
+            try {
+                expectStatus(QcStatus.NOT_FOUND, "disabled plugin") { real.viewUrl("com.example.full", "board") }
+            } finally {
+                real.enable("com.example.full")
             }
+        }
+
+        h.test("the real list carries each manifest: the contributions are those of the fixture, plus lastError") {
+            val listed = real.list()
+            val fromList = Contributions.collect(listed)
+            checkEq(fromList.problems, emptyList<String>(), "problems")
+            checkEq(fromList, c, "contributions from list() == from the manifest file")
+            check(listed[0].containsKey("lastError") && listed[0]["lastError"] == null) { "lastError ${listed[0]}" }
+            checkEq(PluginManagerModel(real).rows()[0].lastError, null, "no last error")
         }
 
         h.test("uninstall through the manager ends the plugin and removes it") {

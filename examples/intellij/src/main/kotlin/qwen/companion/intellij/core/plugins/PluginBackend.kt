@@ -1,5 +1,7 @@
 package qwen.companion.intellij.core.plugins
 
+import qwen.companion.QcStatus
+import qwen.companion.QwenCompanionException
 import qwen.companion.QwenPluginHost
 
 /**
@@ -29,7 +31,7 @@ interface PluginBackend {
 
 /**
  * [PluginBackend] on the library's [QwenPluginHost]. The view URLs come from
- * the host's view server, started on first use.
+ * the host's view server, started on first use (and again if it was stopped).
  */
 class HostBackend(val host: QwenPluginHost) : PluginBackend {
     private val viewsLock = Any()
@@ -55,6 +57,13 @@ class HostBackend(val host: QwenPluginHost) : PluginBackend {
                 viewsStarted = true
             }
         }
-        return ViewServer.url(host, pluginId, viewId)
+        return try {
+            ViewServer.url(host, pluginId, viewId)
+        } catch (e: QwenCompanionException.Call) {
+            // Stopped behind our back (another part of the IDE): start it again once.
+            if (e.status != QcStatus.NOT_RUNNING) throw e
+            ViewServer.start(host)
+            ViewServer.url(host, pluginId, viewId)
+        }
     }
 }
