@@ -345,6 +345,10 @@ fun intellijUiTests(h: Harness, root: File) {
         check(!r.ok && r.message == "Cannot uninstall no.such: no plugin no.such is installed") { "$r" }
         fb.lastErrors["com.example.full"] = mapOf("message" to "exited 3 times within 60 s", "at" to 0L)
         checkEq(mgr.rows()[0].lastError, "exited 3 times within 60 s (at 1970-01-01 00:00:00)", "lastError")
+        checkEq(mgr.rows()[0].stoppedByCrashes, false, "an exit is not a stop")
+        fb.lastErrors["com.example.full"] = mapOf("message" to "disabled: it exited 3 times within 60 s", "at" to 0L)
+        checkEq(mgr.rows()[0].describe(), "Full Example 1.2.0 (com.example.full) — stopped after crashes (Enable restarts it) — last error: disabled: it exited 3 times within 60 s (at 1970-01-01 00:00:00)", "stopped row")
+        fb.lastErrors.remove("com.example.full")
         checkEq(mgr.lastError(mapOf("message" to "m")), "m", "without at")
         checkEq(mgr.lastError(null), null, "none")
     }
@@ -474,10 +478,34 @@ fun intellijUiTests(h: Harness, root: File) {
             checkEq(PluginManagerModel(real).rows()[0].lastError, null, "no last error")
         }
 
+        h.test("a crash-looping plugin: the manager shows it disabled with the library's lastError") {
+            val mgr = PluginManagerModel(real)
+            check(mgr.install(File(UI_FIXTURES, "hostile/crash-loop").path).ok) { "install" }
+            var row: qwen.companion.intellij.core.plugins.PluginRow? = null
+            eventually(20000, "crash-loop breaker") {
+                try {
+                    real.call("test.hostile.crash-loop", "ping", emptyMap(), null)
+                } catch (e: QwenCompanionException.Call) {
+                }
+                Thread.sleep(250)
+                row = mgr.rows().firstOrNull { it.id == "test.hostile.crash-loop" }
+                row?.stoppedByCrashes == true
+            }
+            val r = row!!
+            checkEq(r.enabled, true, "the user's flag stays")
+            check(Regex("""^disabled: .* \(at \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\)$""").containsMatchIn(r.lastError!!)) { "lastError ${r.lastError}" }
+            check(r.describe().contains(" — stopped after crashes (Enable restarts it) — last error: disabled: ")) { r.describe() }
+            val call = expectThrows<PluginCallException>("call while stopped") { real.call("test.hostile.crash-loop", "ping", emptyMap(), null) }
+            checkEq(call.kind, "disabled", "kind")
+            check(mgr.setEnabled("test.hostile.crash-loop", true).ok) { "enable" }
+            checkEq(mgr.rows().first { it.id == "test.hostile.crash-loop" }.describe().contains("stopped after crashes"), false, "Enable clears the breaker")
+            check(mgr.uninstall("test.hostile.crash-loop", true).ok) { "uninstall" }
+        }
+
         h.test("uninstall through the manager ends the plugin and removes it") {
             val mgr = PluginManagerModel(real)
             check(mgr.uninstall("com.example.full", true).message == "Uninstalled com.example.full and removed its data") { "uninstall" }
-            checkEq(mgr.rows(), emptyList<Any?>(), "rows")
+            checkEq(mgr.rows().map { it.id }, emptyList<String>(), "rows")
         }
     } finally {
         host.close()

@@ -106,7 +106,7 @@ private class QwenPanel(private val project: Project) {
     private fun manager(): PluginManagerModel? {
         val m = QwenPluginUi.getInstance().model()
         if (m == null) PluginRunner.notify(project, "Qwen Code plugins are off", Html.escape(QwenPluginHostStatus.why()), NotificationType.WARNING)
-        return m?.let { PluginManagerModel(it.backend) }
+        return m?.manager
     }
 
     /** Re-reads the installed plugins (off the UI thread). */
@@ -131,7 +131,7 @@ private class QwenPanel(private val project: Project) {
     private fun showDetails() {
         val r = selected()
         details.text = if (r == null) "<html><body>${current.size} plugin(s) installed.</body></html>" else {
-            "<html><body><b>${Html.escape(r.name)}</b> ${Html.escape(r.version)} (${Html.escape(r.id)}) — " + (if (r.enabled) "enabled" else "disabled") +
+            "<html><body><b>${Html.escape(r.name)}</b> ${Html.escape(r.version)} (${Html.escape(r.id)}) — " + (if (!r.enabled) "disabled" else if (r.stoppedByCrashes) "stopped after crashes: Enable restarts it" else "enabled") +
                 (if (r.broken != null) "<br>Broken: ${Html.escape(r.broken)}" else "") +
                 (if (r.lastError != null) "<br>Last error: ${Html.escape(r.lastError)}" else "") + "</body></html>"
         }

@@ -16,7 +16,12 @@ data class PluginRow(
     /** The installed manifest no longer validates (the library's message), else null. */
     val broken: String?,
     /** The last crash / start failure / crash-loop reason, formatted, else null. */
-    val lastError: String?
+    val lastError: String?,
+    /**
+     * Enabled, but stopped by the library's crash-loop breaker (its
+     * `lastError` is the breaker's `disabled: …`): Enable restarts it.
+     */
+    val stoppedByCrashes: Boolean = false
 ) {
     /** `Name 1.2.0 (id) — disabled — last error: …` */
     fun describe(): String {
@@ -24,7 +29,7 @@ data class PluginRow(
         sb.append(name)
         if (version.isNotEmpty()) sb.append(' ').append(version)
         if (name != id) sb.append(" (").append(id).append(')')
-        sb.append(if (enabled) " — enabled" else " — disabled")
+        sb.append(if (!enabled) " — disabled" else if (stoppedByCrashes) " — stopped after crashes (Enable restarts it)" else " — enabled")
         if (broken != null) sb.append(" — broken: ").append(broken)
         if (lastError != null) sb.append(" — last error: ").append(lastError)
         return sb.toString()
@@ -41,14 +46,25 @@ data class ManagerResult(val ok: Boolean, val message: String)
  * failure: it answers a [ManagerResult] with the library's message (and the
  * manifest's problems, each with its JSON path).
  */
-class PluginManagerModel(private val backend: PluginBackend, private val zone: TimeZone = TimeZone.getDefault()) {
+class PluginManagerModel(
+    private val backend: PluginBackend,
+    private val zone: TimeZone = TimeZone.getDefault(),
+    private val clock: () -> Long = { System.currentTimeMillis() }
+) {
+    /** When the user last enabled each plugin here (unix ms): a breaker stop older than that was cleared. */
+    private val enabledAt = java.util.concurrent.ConcurrentHashMap<String, Long>()
 
     fun rows(): List<PluginRow> = backend.list().mapNotNull { row(it) }
 
     fun row(e: Map<String, Any?>): PluginRow? {
         val id = e["id"] as? String ?: return null
         val broken = (e["error"] as? Map<*, *>)?.get("message")?.toString()
-        return PluginRow(id, e["name"] as? String ?: id, e["version"] as? String ?: "", e["enabled"] == true, broken, lastError(e["lastError"]))
+        // The list's `enabled` is the user's flag; the breaker's stop shows only as its lastError
+        // (`disabled: …`), which the library keeps after Enable cleared the breaker.
+        val le = e["lastError"] as? Map<*, *>
+        val at = (le?.get("at") as? Number)?.toLong() ?: Long.MAX_VALUE
+        val stopped = (le?.get("message") as? String)?.startsWith("disabled:") == true && at >= (enabledAt[id] ?: Long.MIN_VALUE)
+        return PluginRow(id, e["name"] as? String ?: id, e["version"] as? String ?: "", e["enabled"] == true, broken, lastError(e["lastError"]), stopped)
     }
 
     /** `message (at yyyy-MM-dd HH:mm:ss)` of a `lastError` value (`{message, at: unix_ms}`), or null. */
@@ -77,7 +93,11 @@ class PluginManagerModel(private val backend: PluginBackend, private val zone: T
     }
 
     fun setEnabled(id: String, enabled: Boolean): ManagerResult = guard(if (enabled) "enable $id" else "disable $id") {
-        if (enabled) backend.enable(id) else backend.disable(id)
+        if (enabled) {
+            val t = clock()
+            backend.enable(id)
+            enabledAt[id] = t
+        } else backend.disable(id)
         if (enabled) "Enabled $id" else "Disabled $id"
     }
 

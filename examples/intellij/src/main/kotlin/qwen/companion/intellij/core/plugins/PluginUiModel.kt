@@ -50,6 +50,9 @@ class PluginUiModel(
     private val listeners = ArrayList<(Contributions) -> Unit>()
     private val visibleCache = HashMap<String, Pair<Long, Boolean>>()
 
+    /** The plugin manager over the same host (one per model: it remembers what the user enabled). */
+    val manager: PluginManagerModel = PluginManagerModel(backend, clock = clock)
+
     companion object {
         /** Whether host [event] changes the contributions (`views_changed`, `plugin_disabled`); `ui_push` and the rest do not. */
         fun reloads(event: Map<String, Any?>): Boolean = event["type"] == "views_changed" || event["type"] == "plugin_disabled"
