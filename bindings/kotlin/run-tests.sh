@@ -5,6 +5,7 @@
 #
 #   bindings/kotlin/run-tests.sh            # everything
 #   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | plugins | json | intellij
+#                                           # (intellij-ui, intellij-sessions: parts of intellij)
 #   bindings/kotlin/run-tests.sh docs       # only compile the Kotlin examples of the Markdown
 #                                           # files (tests/docs/examples.py; also part of "everything")
 #

@@ -38,6 +38,8 @@ fun main(args: Array<String>) {
         if (only.isEmpty() || only.contains("intellij")) intellijCoreTests(h, TestDirs(File(root, "ij")))
         if (only.isEmpty() || only.contains("intellij")) intellijFixTests(h, TestDirs(File(root, "ij-fixes")))
         if (only.isEmpty() || only.contains("intellij")) intellijPluginHostTests(h, File(root, "ij-host").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-ui")) intellijUiTests(h, File(root, "ij-ui").also { it.mkdirs() })
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-sessions")) intellijSessionTests(h, File(root, "ij-s").also { it.mkdirs() })
     } catch (t: Throwable) {
         h.test("suite did not abort") { throw t }
     } finally {

@@ -217,6 +217,9 @@ KOTLIN = {
 
 
 def main(out):
+    # The plugin UI and session glue's APIs live in their own module (new classes, extra members).
+    import intellij_ui_stubs
+    intellij_ui_stubs.extend(JAVA, KOTLIN)
     for fq, body in JAVA.items():
         pkg, cls = fq.rsplit(".", 1)
         d = os.path.join(out, *pkg.split("."))
