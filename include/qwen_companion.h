@@ -257,6 +257,13 @@ qc_status qc_companion_stop(qc_companion *c, char **error);
 qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
 
 /**
+ * Writes to `*out` how many Qwen Code CLIs are connected now: MCP sessions
+ * with an open notification stream (each running `qwen` holds one). 0 when
+ * stopped; never blocks.
+ */
+qc_status qc_companion_connected_clients(const qc_companion *c, uint32_t *out, char **error);
+
+/**
  * `*out` receives the lock file's path (owned; free with `qc_string_free`).
  */
 qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);

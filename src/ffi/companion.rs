@@ -147,6 +147,20 @@ pub unsafe extern "C" fn qc_companion_port(
     value_result(error, out, || companion(c)?.port())
 }
 
+/// Writes to `*out` how many Qwen Code CLIs are connected now: MCP sessions
+/// with an open notification stream (each running `qwen` holds one). 0 when
+/// stopped; never blocks.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_connected_clients(
+    c: *const qc_companion,
+    out: *mut u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    value_result(error, out, || {
+        Ok(u32::try_from(companion(c)?.connected_clients()).unwrap_or(u32::MAX))
+    })
+}
+
 /// `*out` receives the lock file's path (owned; free with `qc_string_free`).
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_lock_file_path(

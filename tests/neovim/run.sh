@@ -18,7 +18,17 @@
 #    Neovim, the orphaned view is refused and closed), stop with requests
 #    waiting, and that stop removes the lock file. The plugin pulls diff
 #    requests; no C callback is registered.
-# It takes 20 to 30 s.
+# Before that, tests/neovim/test_core.lua in its own Neovim (own HOME and
+# QWEN_HOME, the library found next to the plugin): the :Qwen* commands,
+# setup's validation, :checkhealth qwen_companion's report, the plugin host
+# with a fixture plugin (tests/neovim/fixtures/notify, installed with qcdemo),
+# its MCP server and the user-scope registration, the registered entry run as
+# Qwen Code runs it (tests/neovim/bridge_client.py: tools/list, a tools/call
+# whose show_notification Neovim answers), on_start/on_stop, :QwenRun's env,
+# the status line (CLIs connected with mcp_client.py, a pending diff, the
+# last error). After it, tests/neovim/test_lazy.lua: the lazy.nvim layout,
+# :helptags and every vimdoc link; then the Lua examples of the Markdown.
+# It takes 30 to 45 s.
 # The last line is `neovim: N passed, M failed`; exit status 1 on a failure.
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
@@ -60,6 +70,7 @@ cleanup() {
         rm -rf "$TMP"
     fi
 }
+NVIM_LOG="$TMP/nvim.log"
 trap cleanup EXIT
 trap 'echo "neovim: interrupted ($PASS passed, $FAIL failed)"; exit 130' INT
 trap 'echo "neovim: interrupted ($PASS passed, $FAIL failed)"; exit 143' TERM
@@ -91,6 +102,20 @@ expect() {
     check "$name" client expect "$file" "$@" --timeout "$T"
 }
 jeval() { client eval "$@"; }
+# report_checks FILE: prints and counts the {"checks":[[name, ok, detail]...]} of FILE.
+report_checks() {
+    local f=$1
+    "$PY" - "$f" >"$TMP/phase.out" <<'EOF'
+import json, sys
+for name, ok, detail in json.load(open(sys.argv[1], encoding="utf-8"))["checks"]:
+    print(("ok   - " if ok else "FAIL - ") + "nvim: " + name)
+    if not ok and detail:
+        print("       " + detail.replace("\n", "\n       ")[:2000])
+EOF
+    cat "$TMP/phase.out"
+    PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/phase.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/phase.out")))
+}
 # phase NAME: waits for Neovim's $TMP/nv-NAME.json and reports its checks.
 phase() {
     local f="$TMP/nv-$1.json" i=0
@@ -102,24 +127,15 @@ phase() {
         if ! kill -0 "$NVIM_PID" 2>/dev/null || [ "$i" -ge $((T * 20)) ]; then
             fail "neovim reached phase '$1'"
             echo "       nvim output (last lines):"
-            tail -20 "$TMP/nvim.log" | sed 's/^/       /'
+            tail -20 "$NVIM_LOG" | sed 's/^/       /'
             finish
         fi
         sleep 0.05
         i=$((i + 1))
     done
-    "$PY" - "$f" >"$TMP/phase.out" <<'EOF'
-import json, sys
-for name, ok, detail in json.load(open(sys.argv[1], encoding="utf-8"))["checks"]:
-    print(("ok   - " if ok else "FAIL - ") + "nvim: " + name)
-    if not ok and detail:
-        print("       " + detail.replace("\n", "\n       ")[:2000])
-EOF
-    cat "$TMP/phase.out"
-    PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/phase.out")))
-    FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/phase.out")))
+    report_checks "$f"
     if [ "$f" = "$TMP/nv-error.json" ]; then
-        tail -20 "$TMP/nvim.log" | sed 's/^/       /'
+        tail -20 "$NVIM_LOG" | sed 's/^/       /'
         finish
     fi
 }
@@ -164,6 +180,86 @@ mkdir -p "$WS" "$TMP/home" "$TMP/qwen-home" "$TMP/locks"
 printf '#include <stdio.h>\nint main(void) {\n    return 42;\n}\n' >"$WS/main.c"
 printf 'other\n' >"$WS/other.txt"
 export MAIN="$WS/main.c" NEWF="$WS/new.txt" OTHER="$WS/other.txt"
+
+# --- core: commands, setup validation, checkhealth, plugin host + MCP ------
+# (tests/neovim/test_core.lua, its own Neovim with its own HOME/QWEN_HOME; the
+# library is found next to the plugin unless QC_NEOVIM_LIB names another)
+CQH="$TMP/core-qwen-home"
+mkdir -p "$TMP/core-home" "$CQH" "$TMP/plugins"
+QCDEMO="$ROOT/target/c/qcdemo"
+# qcdemo installs the fixture plugin (make rebuilds it when the library or its sources changed)
+if ! make -C "$ROOT/examples/c" NO_CARGO=1 >"$TMP/qcdemo-build.log" 2>&1 && [ ! -x "$QCDEMO" ]; then
+    tail -20 "$TMP/qcdemo-build.log"
+fi
+check "the fixture plugin installs into the plugins dir (qcdemo plugins install)" \
+    "$QCDEMO" plugins install "$HERE/fixtures/notify" --dir "$TMP/plugins"
+CORE_LIB_ENV=()
+if [ "$LIB" != "$ROOT/target/release/libqwen_companion.so" ]; then
+    CORE_LIB_ENV=(QWEN_COMPANION_LIB="$LIB")
+fi
+NVIM_LOG="$TMP/nvim-core.log"
+(
+    cd "$WS" || exit 1
+    exec env -u QWEN_COMPANION_LIB HOME="$TMP/core-home" QWEN_HOME="$CQH" XDG_CONFIG_HOME="$TMP/core-home/.config" \
+        XDG_DATA_HOME="$TMP/core-home/.local/share" XDG_STATE_HOME="$TMP/core-home/.local/state" \
+        "${CORE_LIB_ENV[@]}" \
+        "$NVIM" --headless -u NONE -i NONE -n \
+        --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "luafile $HERE/test_core.lua"
+) >"$NVIM_LOG" 2>&1 </dev/null &
+NVIM_PID=$!
+
+phase core-started
+CSTARTED=$(cat "$TMP/nv-core-started.json")
+CLOCK=$(client get "$CSTARTED" lock_file)
+check "settings.json: the entry starts the bridge copied to \$QWEN_HOME/companion/bin, args [plugins], no port or token" \
+    "$PY" - "$CQH/settings.json" "$CQH/companion/bin/qc-mcp-bridge" <<'EOF'
+import json, re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+print(text)
+text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
+e = json.loads(re.sub(r"/\*.*?\*/", "", text))["mcpServers"]["qwen-companion-plugins"]
+sys.exit(0 if e["command"] == sys.argv[2] and e["args"] == ["plugins"] and "url" not in e and "headers" not in e else 1)
+EOF
+CSTATE="$TMP/core-mcp-state.json"
+CNOTES="$TMP/core-notifications.jsonl"
+check "an MCP client connects to Neovim's companion" client init --lock "$CLOCK" --state "$CSTATE"
+client listen --state "$CSTATE" --out "$CNOTES" &
+PIDS+=($!)
+expect "$CNOTES" "... and opens its stream" 'e.get("_stream")=="open" and e["status"]==200'
+go core-client
+phase core-clients
+RES=$(env -C "$WS" HOME="$TMP/core-home" QWEN_HOME="$CQH" "$PY" "$HERE/bridge_client.py" "$CQH/settings.json" "$WS" \
+    nvim-notify_notify '{"title":"From Qwen","body":"through the bridge"}' --timeout "$T" 2>&1)
+check "the registered entry (qc-mcp-bridge) lists the plugin tool and plugins-status" \
+    jeval '"nvim-notify_notify" in d["tools"] and "plugins-status" in d["tools"]' "$RES"
+check "a tools/call through it: the plugin's show_notification was answered by Neovim ({\"shown\":true})" \
+    jeval 'not d["result"].get("isError") and d["result"]["content"][0]["text"]=="host answered {\"shown\":true}"' "$RES"
+go core-notified
+phase core-notification
+RES=$(client call --state "$CSTATE" openDiff '{"filePath":"'"$WS/main.c"'","newContent":"proposed\n"}' 2>&1)
+check "openDiff to Neovim answers content: []" jeval 'd["content"] == [] and not d.get("isError")' "$RES"
+go core-diff
+phase core-diff
+expect "$CNOTES" ":QwenDiffReject -> ide/diffRejected" \
+    'e.get("method")=="ide/diffRejected" and e["params"]["filePath"]==env["MAIN"]'
+phase core-stopped
+check "no plugins MCP lock file is left" bash -c '! ls "$0"/companion/plugins-mcp/*.lock 2>/dev/null' "$CQH"
+check "the companion's lock file is gone" test ! -e "$CLOCK"
+for _ in $(seq 1 $((T * 10))); do
+    kill -0 "$NVIM_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if kill -0 "$NVIM_PID" 2>/dev/null; then
+    fail "nvim (core) exits after its test script"
+else
+    wait "$NVIM_PID"
+    RC=$?
+    check "nvim (core) exits 0" test "$RC" -eq 0
+fi
+NVIM_PID=
+check "no Lua error in nvim's output (core)" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$NVIM_LOG"
+NVIM_LOG="$TMP/nvim.log"
 
 (
     cd "$WS" || exit 1
@@ -434,6 +530,32 @@ check "extras: VimLeavePre unregistered the participant (record gone)" \
 check "extras: no session record left in QWEN_HOME" bash -c '! ls "$0"/sessions/*.json 2>/dev/null | grep -q .' "$XT/qwen-home"
 check "extras: no plugin process left" bash -c '! grep -lsz "PLUGIN_DATA_DIR=$0" /proc/[0-9]*/environ' "$XT/x-plugins/data/"
 check "extras: no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$XT/nvim.log"
+
+# --- the lazy.nvim layout and the vimdoc (tests/neovim/test_lazy.lua) -------
+# A copy of the repository as lazy.nvim clones it: examples/neovim, and the
+# library + bridge the spec's build step writes to target/release.
+LAZY="$TMP/lazy/qwen-companion"
+mkdir -p "$LAZY/examples" "$LAZY/target/release" "$TMP/lazy-home" "$TMP/lazy-qwen-home"
+cp -r "$ROOT/examples/neovim" "$LAZY/examples/neovim"
+rm -f "$LAZY/examples/neovim/doc/tags"
+ln -s "$LIB" "$LAZY/target/release/libqwen_companion.so"
+ln -s "$(dirname "$LIB")/qc-mcp-bridge" "$LAZY/target/release/qc-mcp-bridge"
+env -C "$WS" -u QWEN_COMPANION_LIB HOME="$TMP/lazy-home" QWEN_HOME="$TMP/lazy-qwen-home" QCNV_LAZY="$LAZY" \
+    XDG_CONFIG_HOME="$TMP/lazy-home/.config" XDG_DATA_HOME="$TMP/lazy-home/.local/share" \
+    XDG_STATE_HOME="$TMP/lazy-home/.local/state" \
+    timeout "$T" "$NVIM" --headless -u NONE -i NONE -n -c "luafile $HERE/test_lazy.lua" >"$TMP/nvim-lazy.log" 2>&1 </dev/null
+RC=$?
+if [ -e "$TMP/nv-lazy.json" ]; then
+    report_checks "$TMP/nv-lazy.json"
+else
+    fail "test_lazy.lua wrote its checks (exit $RC)"
+    tail -20 "$TMP/nvim-lazy.log" | sed 's/^/       /'
+fi
+check "nvim (lazy layout) exits 0" test "$RC" -eq 0
+check ":helptags wrote the tags (:QwenRun, qwen_companion-statusline)" \
+    grep -qP '^:QwenRun\tqwen_companion.txt' "$LAZY/examples/neovim/doc/tags"
+check "no Lua error or E-message in nvim's output (lazy layout)" \
+    bash -c '! grep -E "E[0-9]+:|Error executing|stack traceback" "$0"' "$TMP/nvim-lazy.log"
 
 # --- the Lua examples of the Markdown files (tests/docs/examples.py) --------
 # Each runs in a fresh headless Neovim with the plugin on the runtimepath and

@@ -252,6 +252,7 @@ PROTOTYPES = {
     "qc_companion_start": (c_status, [c_handle, c_error_out]),
     "qc_companion_stop": (c_status, [c_handle, c_error_out]),
     "qc_companion_port": (c_status, [c_handle, ctypes.POINTER(ctypes.c_uint16), c_error_out]),
+    "qc_companion_connected_clients": (c_status, [c_handle, ctypes.POINTER(ctypes.c_uint32), c_error_out]),
     "qc_companion_lock_file_path": (c_status, [c_handle, c_string_out, c_error_out]),
     "qc_companion_terminal_env_json": (c_status, [c_handle, c_string_out, c_error_out]),
     "qc_companion_set_workspace_roots_json": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),

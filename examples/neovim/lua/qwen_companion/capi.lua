@@ -48,6 +48,7 @@ qc_status qc_companion_free(qc_companion *c);
 qc_status qc_companion_start(qc_companion *c, char **error);
 qc_status qc_companion_stop(qc_companion *c, char **error);
 qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
+qc_status qc_companion_connected_clients(const qc_companion *c, uint32_t *out, char **error);
 qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_terminal_env_json(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_set_workspace_roots_json(qc_companion *c,
@@ -170,7 +171,7 @@ function M.bundled_library_candidates()
   local root, name = M.plugin_root(), M.library_file_name()
   return {
     root .. '/lib/' .. name,
-    vim.fn.fnamemodify(root .. '/../..', ':p'):gsub('/$', '') .. '/target/release/' .. name,
+    vim.fn.fnamemodify(root, ':h:h') .. '/target/release/' .. name,
     root .. '/target/release/' .. name,
   }
 end

@@ -55,6 +55,9 @@ local function positive_int(v)
 end
 
 local function cmd_value(v)
+  if v == nil then
+    return true
+  end
   if type(v) == 'string' then
     return v ~= ''
   end
@@ -93,7 +96,7 @@ local PLUGINS = {
   always_load_tools = { optional('boolean') },
 }
 local TERMINAL = {
-  cmd = { cmd_value, 'a non-empty string or list of strings' },
+  cmd = { cmd_value, 'nil, a non-empty string or a list of strings' },
   split = { optional('string') },
 }
 

@@ -679,6 +679,18 @@ local function autocmds()
   end)
 end
 
+-- Connected CLIs of `st` (qc_companion_connected_clients), or nil.
+local function clients_of(st)
+  local n = ffi.new('uint32_t[1]')
+  local ok = pcall(capi.call, st.lib, 'qc_companion_connected_clients', st.c, n)
+  return ok and tonumber(n[0]) or nil
+end
+
+local function last_error_of(st)
+  local host = st.host
+  return st.last_error or st.plugin_error or (host and (host.last_error or host.mcp_error or host.register_error))
+end
+
 -- Hooks of other modules (M.on_start / M.on_stop), in registration order.
 local hooks = { start = {}, stop = {} }
 
@@ -798,7 +810,7 @@ local function start_plugin_host(st, libpath)
     node = p.node,
     root = st.root,
     mcp = p.mcp ~= false,
-    register = reg ~= false and p.mcp ~= false and not st.registered,
+    register = reg ~= false and p.mcp ~= false and not st.registration,
     always_load_tools = p.always_load_tools,
   })
   if not host then
@@ -816,9 +828,9 @@ local function start_plugin_host(st, libpath)
   end
 end
 
--- Registered once per Neovim session (the library leaves the file as it is
--- when the entry is already the same).
-local registered = false
+-- The registration's answer: registered once per Neovim session (and the
+-- library leaves the file as it is when the entry is already the same).
+local registration = nil
 
 --- Starts the companion for the current working directory, and next to it
 --- the plugin host with its MCP server. Returns true, or nil and a message.
@@ -849,7 +861,7 @@ function M.start()
   end
   local c = out[0]
   S = { lib = lib, libpath = libpath, c = c, root = root, tracked = {}, diffs = {}, env = {}, events = 0, late = 0,
-    registered = registered }
+    registration = registration }
 
   if M.config.diffs then
     -- Before start: no request can reach the library before it queues them.
@@ -882,7 +894,7 @@ function M.start()
   focus(api.nvim_get_current_buf())
   start_plugin_host(S, libpath)
   if S.host and S.host.registration then
-    registered = true
+    registration = S.host.registration
   end
   run_hooks('start', S)
   return true
@@ -937,6 +949,7 @@ function M.status_of(st)
     events = st.events, -- events pulled so far
     late = st.late, -- answers that came after the CLI stopped waiting
     last_error = st.last_error,
+    clients = clients_of(st), -- connected Qwen Code CLIs
     plugins = {
       running = host ~= nil,
       error = st.plugin_error or (host and host.last_error) or nil,
@@ -944,7 +957,7 @@ function M.status_of(st)
       events = host and host.events or 0,
       mcp = host and host.mcp and vim.deepcopy(host.mcp) or nil,
       mcp_error = host and host.mcp_error or nil,
-      registration = host and host.registration and vim.deepcopy(host.registration) or nil,
+      registration = host and vim.deepcopy(host.registration or st.registration) or nil,
       register_error = host and host.register_error or nil,
     },
   }
@@ -956,6 +969,40 @@ function M.status()
     return nil
   end
   return M.status_of(S)
+end
+
+--- A short status for the statusline (lualine, 'statusline'): '' when
+--- stopped, else e.g. `Qwen: 2 CLIs`, `Qwen: 1 CLI, 1 diff`,
+--- `Qwen: no CLI, error: <first 40 characters>`. `M.statusline_data()`
+--- gives the same facts as a table.
+function M.statusline()
+  local d = M.statusline_data()
+  if not d.running then
+    return ''
+  end
+  local n = d.clients
+  local parts = { n == nil and '? CLIs' or n == 0 and 'no CLI' or n == 1 and '1 CLI' or (n .. ' CLIs') }
+  if d.diffs > 0 then
+    parts[#parts + 1] = d.diffs == 1 and '1 diff' or (d.diffs .. ' diffs')
+  end
+  if d.error then
+    local e = tostring(d.error):gsub('%s+', ' ')
+    if vim.fn.strchars(e) > 40 then
+      e = vim.fn.strcharpart(e, 0, 39) .. '…'
+    end
+    parts[#parts + 1] = 'error: ' .. e
+  end
+  return 'Qwen: ' .. table.concat(parts, ', ')
+end
+
+--- `{ running, clients, diffs, error }`: whether the companion runs, how
+--- many CLIs are connected, how many diffs wait for a decision, the last
+--- error (nil when none).
+function M.statusline_data()
+  if not S then
+    return { running = false, diffs = 0 }
+  end
+  return { running = true, clients = clients_of(S), diffs = vim.tbl_count(S.diffs), error = last_error_of(S) }
 end
 
 --- The IdeContext as clients get it (decoded JSON), or nil.

@@ -207,40 +207,37 @@ end
 
 --- Copies the bridge to <qwen home>/companion/bin/qc-mcp-bridge (the
 --- settings entry names that stable path, so moving or rebuilding the
---- plugin never breaks it); rewritten only when its content differs.
---- Returns the copy's path, or nil and a message.
+--- plugin never breaks it). The copy keeps the source's modification time;
+--- it is made again only when size or time differ. Returns the copy's
+--- path, or nil and a message.
 function M.install_bridge(src, qwen_home)
-  local f = io.open(src, 'rb')
-  if not f then
+  local sst = uv.fs_stat(src)
+  if not sst or sst.type ~= 'file' then
     return nil, 'no qc-mcp-bridge at ' .. src .. ' (build it: cargo build --release --lib --bin qc-mcp-bridge)'
   end
-  local data = f:read('*a')
-  f:close()
   local dir = qwen_home .. '/companion/bin'
   local dst = dir .. '/qc-mcp-bridge'
-  local cur = io.open(dst, 'rb')
-  if cur then
-    local same = cur:read('*a') == data
-    cur:close()
-    if same and uv.fs_access(dst, 'X') then
-      return dst
-    end
+  local dst_st = uv.fs_stat(dst)
+  if dst_st and dst_st.size == sst.size and dst_st.mtime.sec == sst.mtime.sec and uv.fs_access(dst, 'X') then
+    return dst
   end
   if vim.fn.isdirectory(dir) == 0 and vim.fn.mkdir(dir, 'p', tonumber('700', 8)) == 0 then
     return nil, 'cannot create ' .. dir
   end
   local tmp = string.format('%s/.qc-mcp-bridge.%d.tmp', dir, uv.os_getpid())
-  local out, oerr = io.open(tmp, 'wb')
-  if not out then
-    return nil, 'cannot write ' .. tmp .. ': ' .. tostring(oerr)
+  local ok, err = uv.fs_copyfile(src, tmp)
+  if ok then
+    ok, err = uv.fs_chmod(tmp, tonumber('755', 8))
   end
-  out:write(data)
-  out:close()
-  uv.fs_chmod(tmp, tonumber('755', 8))
-  local ok, rerr = os.rename(tmp, dst)
+  if ok then
+    ok, err = uv.fs_utime(tmp, sst.atime.sec, sst.mtime.sec)
+  end
+  if ok then
+    ok, err = uv.fs_rename(tmp, dst)
+  end
   if not ok then
     os.remove(tmp)
-    return nil, 'cannot install ' .. dst .. ': ' .. tostring(rerr)
+    return nil, 'cannot install ' .. dst .. ': ' .. tostring(err)
   end
   return dst
 end

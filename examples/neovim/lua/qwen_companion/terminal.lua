@@ -40,13 +40,18 @@ function M.run(args)
   end
   vim.cmd('enew')
   local buf, win = vim.api.nvim_get_current_buf(), vim.api.nvim_get_current_win()
-  local jok, job = pcall(vim.fn.termopen, cmd, { env = env, cwd = qc.status().root })
+  local jopts = { cwd = qc.status().root }
+  if next(env) ~= nil then -- an empty Lua table would reach Vimscript as a list
+    jopts.env = env
+  end
+  local jok, job = pcall(vim.fn.termopen, cmd, jopts)
   if not jok or job <= 0 then
     pcall(vim.api.nvim_buf_delete, buf, { force = true })
     return nil, string.format('cannot run %s: %s', vim.inspect(cmd),
       jok and (job == -1 and 'not executable' or 'invalid arguments') or tostring(job))
   end
   vim.b[buf].qwen_companion_terminal = true
+  vim.cmd('startinsert') -- type into qwen at once, as after :terminal + i
   return true, { job = job, buf = buf, win = win, env = env, cmd = cmd }
 end
 

@@ -1,0 +1,218 @@
+-- :checkhealth qwen_companion
+--
+-- Reports LuaJIT and its ffi module, the library (which path, found how,
+-- its version and ABI against the plugin's), the lock directory, Qwen
+-- Code's `ide.enabled` in the user's settings.json (read like Qwen Code
+-- reads it: comments allowed, trailing commas not), the plugin host and its
+-- MCP registration, and the running companion.
+
+local M = {}
+
+-- vim.health (0.10: start/ok/...; 0.8/0.9: report_*), else 0.7's `health`.
+local function reporter()
+  local h = vim.health
+  if h == nil or (h.start == nil and h.report_start == nil) then
+    h = require('health')
+  end
+  return {
+    start = h.start or h.report_start,
+    ok = h.ok or h.report_ok,
+    info = h.info or h.report_info,
+    warn = h.warn or h.report_warn,
+    error = h.error or h.report_error,
+  }
+end
+
+--- Decodes JSON with comments (`//`, `/* */`), as Qwen Code reads its
+--- settings files (it refuses trailing commas, and so does this). Returns
+--- the value, or nil and a message.
+function M.parse_jsonc(text)
+  local out, i, n = {}, 1, #text
+  if text:sub(1, 3) == '\239\187\191' then
+    i = 4 -- UTF-8 BOM
+  end
+  while i <= n do
+    local c = text:sub(i, i)
+    if c == '"' then
+      local j = i + 1
+      while j <= n do
+        local d = text:sub(j, j)
+        if d == '\\' then
+          j = j + 2
+        elseif d == '"' then
+          break
+        else
+          j = j + 1
+        end
+      end
+      if j > n then
+        return nil, 'unterminated string'
+      end
+      out[#out + 1] = text:sub(i, j)
+      i = j + 1
+    elseif c == '/' and text:sub(i + 1, i + 1) == '/' then
+      local j = text:find('\n', i, true)
+      i = j or n + 1
+    elseif c == '/' and text:sub(i + 1, i + 1) == '*' then
+      local j = text:find('*/', i + 2, true)
+      if not j then
+        return nil, 'unterminated comment'
+      end
+      out[#out + 1] = ' '
+      i = j + 2
+    else
+      out[#out + 1] = c
+      i = i + 1
+    end
+  end
+  local clean = table.concat(out)
+  if clean:match('^%s*$') then
+    return vim.empty_dict()
+  end
+  local ok, v = pcall(vim.json.decode, clean)
+  if not ok then
+    return nil, tostring(v)
+  end
+  return v
+end
+
+--- The settings file Qwen Code reads for the user: $QWEN_HOME/settings.json,
+--- else ~/.qwen/settings.json.
+function M.settings_path()
+  return require('qwen_companion.plugins').qwen_home() .. '/settings.json'
+end
+
+--- Whether IDE mode is on in `path`: true, false (with a reason), or nil
+--- and a message when the file cannot be read as Qwen Code reads it.
+function M.ide_enabled(path)
+  local f = io.open(path, 'rb')
+  if not f then
+    return false, 'no ' .. path
+  end
+  local text = f:read('*a')
+  f:close()
+  local v, err = M.parse_jsonc(text)
+  if v == nil then
+    return nil, path .. ': ' .. err
+  end
+  if type(v) ~= 'table' then
+    return nil, path .. ': not a JSON object'
+  end
+  local ide = v.ide
+  if type(ide) == 'table' and ide.enabled ~= nil then
+    return ide.enabled == true, 'ide.enabled is ' .. tostring(ide.enabled)
+  end
+  if v.ideMode ~= nil then -- the old (v1) key, migrated by Qwen Code to ide.enabled
+    return v.ideMode == true, 'ideMode (old key) is ' .. tostring(v.ideMode)
+  end
+  return false, 'ide.enabled is not set'
+end
+
+--- The lock directory the companion writes to.
+function M.lock_dir()
+  local qc = require('qwen_companion')
+  local dir = qc.config.lock_dir or vim.g.qwen_companion_lock_dir
+  if type(dir) == 'string' and dir ~= '' then
+    return vim.fn.expand(dir), 'setup{ lock_dir }'
+  end
+  local home = os.getenv('QWEN_HOME')
+  if home and home ~= '' then
+    return require('qwen_companion.plugins').qwen_home() .. '/ide', '$QWEN_HOME/ide'
+  end
+  return vim.fn.expand('~') .. '/.qwen/ide', '~/.qwen/ide'
+end
+
+function M.check()
+  local r = reporter()
+  local capi = require('qwen_companion.capi')
+  local qc = require('qwen_companion')
+
+  r.start('LuaJIT and ffi')
+  local has_ffi, ffi = pcall(require, 'ffi')
+  if type(jit) == 'table' and has_ffi and ffi then
+    r.ok(string.format('%s with the ffi module (%s %s)', jit.version, jit.os, jit.arch))
+  else
+    r.error('this Neovim is not built with LuaJIT (no ffi module): qwen_companion cannot load the library',
+      { 'use a Neovim build with LuaJIT (the official builds and Debian/Ubuntu packages are)' })
+    return
+  end
+
+  r.start('Library')
+  local path, origin = capi.library_path(qc.config.lib)
+  r.info(string.format('path: %s (from %s)', path, origin))
+  if path:sub(1, 1) == '/' and vim.fn.filereadable(path) == 0 then
+    r.error('no library at ' .. path, { 'build it: cargo build --release --lib (in the repository)' })
+  end
+  local lib, err = capi.load(path)
+  if lib then
+    r.ok(string.format('loaded: version %s, ABI %d (the plugin needs ABI %d)', ffi.string(lib.qc_version()),
+      tonumber(lib.qc_abi_version()), capi.ABI_VERSION))
+  else
+    r.error(err, {
+      'build it: cargo build --release --lib --bin qc-mcp-bridge',
+      "or point setup{ lib = '/path/to/" .. capi.library_file_name() .. "' } at it",
+    })
+  end
+
+  r.start('Lock directory')
+  local dir, dorigin = M.lock_dir()
+  local st = (vim.uv or vim.loop).fs_stat(dir)
+  if st and st.type == 'directory' then
+    local mode = string.format('%o', bit.band(st.mode, tonumber('777', 8)))
+    if vim.fn.filewritable(dir) == 2 then
+      r.ok(string.format('%s (%s), mode %s', dir, dorigin, mode))
+    else
+      r.error(dir .. ' is not writable: the companion cannot write its lock file')
+    end
+  elseif st then
+    r.error(dir .. ' exists but is not a directory')
+  else
+    r.info(string.format('%s (%s) does not exist yet: the companion creates it (0700) on start', dir, dorigin))
+  end
+
+  r.start('Qwen Code settings')
+  local spath = M.settings_path()
+  local on, why = M.ide_enabled(spath)
+  if on then
+    r.ok(string.format('IDE mode is on in %s (%s)', spath, why))
+  elseif on == false then
+    r.warn(string.format('IDE mode is off: %s', why), {
+      'run `/ide enable` in qwen, or add "ide": {"enabled": true} to ' .. spath,
+    })
+  else
+    r.error('Qwen Code cannot read its settings: ' .. why)
+  end
+
+  r.start('Companion')
+  local s = qc.status()
+  if not s then
+    r.info('not running (:QwenStart, or setup{ autostart = true })')
+    return
+  end
+  r.ok(string.format('running on 127.0.0.1:%d for %s, lock file %s', s.port, s.root, tostring(s.lock_file)))
+  r.info(string.format('connected CLIs: %s', tostring(s.clients)))
+  if s.last_error then
+    r.warn('last error: ' .. tostring(s.last_error))
+  end
+  local p = s.plugins
+  if p.running then
+    r.ok('plugin host: ' .. tostring(p.dir))
+    if p.mcp then
+      r.ok(string.format('plugins MCP server: %s, tools: %s', p.mcp.url, table.concat(p.mcp.tools or {}, ', ')))
+    elseif p.mcp_error then
+      r.warn('plugins MCP server: ' .. tostring(p.mcp_error))
+    end
+    if p.registration then
+      r.ok(string.format('registered as %s in %s (%s)', tostring(p.registration.serverName),
+        tostring(p.registration.settings), tostring(p.registration.change)))
+    elseif p.register_error then
+      r.warn('not registered with Qwen Code: ' .. tostring(p.register_error))
+    end
+  elseif p.error then
+    r.warn('plugin host: ' .. tostring(p.error))
+  else
+    r.info('plugin host disabled (plugins.enabled = false)')
+  end
+end
+
+return M
