@@ -581,7 +581,8 @@ qc_status qc_plugin_host_new(const char *config_json, qc_plugin_host **out, char
  * callback's `user_data`. `_call_async` calls still running complete with
  * `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
  * A plugin MCP server started with `qc_plugin_host_mcp_start` is stopped
- * first (its lock file removed). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+ * first (its lock file removed), as is a view server
+ * (`qc_plugin_host_views_start`). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
  * gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
  * (they fail with `host`).
  */
@@ -676,8 +677,13 @@ qc_status qc_plugin_host_uninstall(qc_plugin_host *h,
 
 /**
  * `*out_json` (owned) receives every installed plugin, sorted by id:
- * `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…}]`
- * (document-parser tools are listed with `modelVisible: false`). A plugin
+ * `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…,
+ * "manifest":{…},"lastError":null|{"message","at"}}]` (document-parser
+ * tools are listed with `modelVisible: false`; `manifest` is the installed,
+ * validated `manifest.json` object as its author wrote it; `lastError` is
+ * the crash-loop breaker's reason when it disabled the plugin, else the
+ * last unexpected exit or failed start, `at` in unix ms, kept while the
+ * host lives). A plugin
  * whose installed manifest no longer validates is listed as `{"id",
  * "enabled","tools":[],"error":{"code":"broken_plugin",…}}`. Failures (a
  * corrupt state file, I/O) as for `qc_plugin_host_install`.
@@ -799,9 +805,10 @@ qc_status qc_plugin_host_parse_document(qc_plugin_host *h,
  * `{"type":"plugin_started","plugin","pid"}`,
  * `{"type":"plugin_exit","plugin","code","signal","expected","stderrTail"}`
  * (`expected` is true when the host ended it),
- * `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker), or
+ * `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker),
  * `{"type":"ui_push","plugin","channel","payload"}` (in the order the
- * plugin sent them). Not called in pull mode. The previous callback's
+ * plugin sent them), or `{"type":"views_changed"}` (the views or panels
+ * of the enabled plugins changed; see `qc_plugin_host_views_json`). Not called in pull mode. The previous callback's
  * `user_data` is finalized. On failure the library does not take
  * `user_data`.
  */
@@ -1219,6 +1226,66 @@ const char *qc_status_name(qc_status status);
  * string that came from elsewhere, and never free one twice.
  */
 void qc_string_free(char *s);
+
+/**
+ * Starts the view server of `host` on `127.0.0.1:<random port>` and writes
+ * its pages to `*out_info_json` (owned; free with `qc_string_free`; may be
+ * NULL when not wanted), as `qc_plugin_host_views_json` gives them.
+ *
+ * `config_json` (nullable, borrowed) is a JSON object, every field
+ * optional: `colorScheme` (`"light"`/`"dark"`; default the scheme last set
+ * with `qc_plugin_host_set_color_scheme`, else `"light"`), `maxBodyBytes`
+ * (an `invoke` request, default 4 MiB), `keepAliveMs` (SSE keep-alive,
+ * 15000; 10..30000), `http` (the connection limits, as for
+ * `qc_companion_new`). Unknown fields give `QC_INVALID_JSON`, bad values
+ * `QC_INVALID_ARGUMENT`. `QC_ALREADY_RUNNING` when it runs. It runs until
+ * `qc_plugin_host_views_stop` or `qc_plugin_host_free`.
+ */
+qc_status qc_plugin_host_views_start(qc_plugin_host *h,
+                                     const char *config_json,
+                                     char **out_info_json,
+                                     char **error);
+
+/**
+ * Stops the view server of `host`: ends every page's event stream, closes
+ * its sockets and returns when that is done (open pages stop working;
+ * their URLs are not valid for a later server). `QC_NOT_RUNNING` when it
+ * does not run.
+ */
+qc_status qc_plugin_host_views_stop(qc_plugin_host *h, char **error);
+
+/**
+ * `*out_json` (owned) receives the pages served now, for every enabled
+ * plugin (sorted by id; views in manifest order):
+ * `{"url":"http://127.0.0.1:PORT/","views":[{"plugin","id","title",
+ * "icon","width","url"}],"panels":[{"plugin","title","url"}],
+ * "colorScheme":"light"|"dark"}` (`title` defaults to the view id / the
+ * plugin id; `icon` and `width` are null when the manifest gives none).
+ * `QC_NOT_RUNNING` when the server does not run.
+ */
+qc_status qc_plugin_host_views_json(const qc_plugin_host *h, char **out_json, char **error);
+
+/**
+ * `*out_url` (owned) receives the URL of view `view_id` of plugin
+ * `plugin_id` (both borrowed), or with `view_id` NULL of the plugin's `ui`
+ * panel. `QC_NOT_FOUND` for an unknown plugin, a disabled one, or a view
+ * (panel) it does not declare; `QC_NOT_RUNNING` when the server does not
+ * run.
+ */
+qc_status qc_plugin_host_view_url(const qc_plugin_host *h,
+                                  const char *plugin_id,
+                                  const char *view_id,
+                                  char **out_url,
+                                  char **error);
+
+/**
+ * Sets the colour scheme pages see (`scheme`, borrowed: `"light"` or
+ * `"dark"`, else `QC_INVALID_ARGUMENT`): `pluginHost.getColorScheme()`
+ * resolves to it and every open page's `onColorSchemeChange` callbacks get
+ * it when it changes. Allowed while the server does not run (a later
+ * `qc_plugin_host_views_start` starts with it).
+ */
+qc_status qc_plugin_host_set_color_scheme(qc_plugin_host *h, const char *scheme, char **error);
 
 #ifdef __cplusplus
 }  // extern "C"

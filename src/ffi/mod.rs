@@ -22,6 +22,7 @@ mod mcp;
 mod plugins;
 mod sessions;
 mod util;
+mod views;
 
 pub(crate) use atexit::at_exit;
 pub use companion::*;
@@ -29,3 +30,4 @@ pub use mcp::*;
 pub use plugins::*;
 pub use sessions::*;
 pub use util::*;
+pub use views::*;

@@ -104,11 +104,13 @@ struct Inner {
     capabilities: Mutex<HashMap<String, CapabilityCb>>,
 }
 
-/// One `qc_plugin_host` handle. Field order is drop order: the plugin MCP
-/// server first (`qc_plugin_host_mcp_*`, it holds the host), then the host
+/// One `qc_plugin_host` handle. Field order is drop order: the view server
+/// and the plugin MCP server first (`qc_plugin_host_views_*`,
+/// `qc_plugin_host_mcp_*`: they hold the host), then the host
 /// (it ends every plugin and drops its closures), then the shared state
 /// (whose dispatcher joins the callback thread, unless dropped on it).
 pub(crate) struct HostEntry {
+    pub(crate) views: super::views::ViewsSlot,
     pub(crate) mcp: super::mcp::McpSlot,
     pub(crate) host: Arc<PluginHost>,
     inner: Arc<Inner>,
@@ -403,6 +405,7 @@ pub unsafe extern "C" fn qc_plugin_host_new(
             logger.log(level, || message.to_string())
         })));
         Ok(HostEntry {
+            views: super::views::ViewsSlot::default(),
             mcp: super::mcp::McpSlot::default(),
             plugins_dir: host.plugins_dir(),
             host,
@@ -418,12 +421,14 @@ pub unsafe extern "C" fn qc_plugin_host_new(
 /// callback's `user_data`. `_call_async` calls still running complete with
 /// `{"ok":false,"error":{"kind":"host",…}}` on the callback thread first.
 /// A plugin MCP server started with `qc_plugin_host_mcp_start` is stopped
-/// first (its lock file removed). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
+/// first (its lock file removed), as is a view server
+/// (`qc_plugin_host_views_start`). NULL is a no-op returning `QC_OK`; an unknown or already freed handle
 /// gives `QC_INVALID_HANDLE`. Calls running on other threads finish first
 /// (they fail with `host`).
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_free(h: *mut qc_plugin_host) -> qc_status {
     HOSTS.destroy(h, |e| {
+        e.views.shutdown();
         e.mcp.shutdown();
         e.host.shutdown()
     })
@@ -608,8 +613,13 @@ pub unsafe extern "C" fn qc_plugin_host_uninstall(
 }
 
 /// `*out_json` (owned) receives every installed plugin, sorted by id:
-/// `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…}]`
-/// (document-parser tools are listed with `modelVisible: false`). A plugin
+/// `[{"id","name","version","enabled","tools":[{"name","modelVisible"}],…,
+/// "manifest":{…},"lastError":null|{"message","at"}}]` (document-parser
+/// tools are listed with `modelVisible: false`; `manifest` is the installed,
+/// validated `manifest.json` object as its author wrote it; `lastError` is
+/// the crash-loop breaker's reason when it disabled the plugin, else the
+/// last unexpected exit or failed start, `at` in unix ms, kept while the
+/// host lives). A plugin
 /// whose installed manifest no longer validates is listed as `{"id",
 /// "enabled","tools":[],"error":{"code":"broken_plugin",…}}`. Failures (a
 /// corrupt state file, I/O) as for `qc_plugin_host_install`.
@@ -623,7 +633,14 @@ pub unsafe extern "C" fn qc_plugin_host_list(
     with_json_error(error_json, error, || {
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
-        let list = install::list_json(&e.plugins_dir)?;
+        let mut list = install::list_json(&e.plugins_dir)?;
+        if let Value::Array(items) = &mut list {
+            for item in items {
+                let id = item.get("id").and_then(Value::as_str).map(str::to_string);
+                let last = id.and_then(|id| e.host.last_error(&id));
+                item["lastError"] = last.unwrap_or(Value::Null);
+            }
+        }
         Ok(write_json(out_json, &list)?)
     })
 }
@@ -860,9 +877,10 @@ pub unsafe extern "C" fn qc_plugin_host_parse_document(
 /// `{"type":"plugin_started","plugin","pid"}`,
 /// `{"type":"plugin_exit","plugin","code","signal","expected","stderrTail"}`
 /// (`expected` is true when the host ended it),
-/// `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker), or
+/// `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker),
 /// `{"type":"ui_push","plugin","channel","payload"}` (in the order the
-/// plugin sent them). Not called in pull mode. The previous callback's
+/// plugin sent them), or `{"type":"views_changed"}` (the views or panels
+/// of the enabled plugins changed; see `qc_plugin_host_views_json`). Not called in pull mode. The previous callback's
 /// `user_data` is finalized. On failure the library does not take
 /// `user_data`.
 #[no_mangle]

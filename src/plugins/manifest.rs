@@ -49,6 +49,8 @@ pub struct Manifest {
     pub icon: Option<String>,
     /// Top-level fields this host does not know: kept, ignored.
     pub extra: Map<String, Value>,
+    /// The whole validated manifest object as the author wrote it.
+    pub document: Arc<Map<String, Value>>,
 }
 
 impl Manifest {

@@ -21,6 +21,7 @@
 //! - [`process`]: spawning a plugin's Node child and ending it with all its descendants.
 //! - [`host`]: the plugin host itself: `call_tool`, `host_request`, lifecycle.
 //! - [`pdf`]: the library's default `render_pdf` capability (Markdown → PDF).
+//! - [`views`]: the view server: plugin pages over loopback HTTP with `window.pluginHost`.
 
 pub mod host;
 pub mod install;
@@ -28,3 +29,4 @@ pub mod ipc;
 pub mod manifest;
 pub mod pdf;
 pub mod process;
+pub mod views;

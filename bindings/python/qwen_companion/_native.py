@@ -403,6 +403,17 @@ PROTOTYPES = {
     "qc_plugin_host_mcp_start": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
     "qc_plugin_host_mcp_stop": (c_status, [c_handle, c_error_out]),
     "qc_plugin_host_mcp_info": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_plugin_host_views_start": (
+        c_status,
+        [c_handle, ctypes.c_char_p, c_string_out, c_error_out],
+    ),
+    "qc_plugin_host_views_stop": (c_status, [c_handle, c_error_out]),
+    "qc_plugin_host_views_json": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_plugin_host_view_url": (
+        c_status,
+        [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_string_out, c_error_out],
+    ),
+    "qc_plugin_host_set_color_scheme": (c_status, [c_handle, ctypes.c_char_p, c_error_out]),
     "qc_mcp_register": (c_status, [ctypes.c_char_p, c_string_out, c_error_out]),
     "qc_mcp_unregister": (c_status, [ctypes.c_char_p, c_string_out, c_error_out]),
 }  # type: Dict[str, Tuple[Any, List[Any]]]

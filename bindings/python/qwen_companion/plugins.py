@@ -701,6 +701,58 @@ class PluginHost(NativeHandle):
         through the bridge). Raises :class:`~qwen_companion.NotRunningError`."""
         return self._call_json("qc_plugin_host_mcp_info")
 
+    # ------------------------------------------------------------------
+    # the view server (plugin pages with window.pluginHost)
+
+    def views_start(self, config=None):
+        # type: (Optional[Dict[str, Any]]) -> Dict[str, Any]
+        """Starts the host's view server on ``127.0.0.1`` and returns
+        :meth:`views`. ``config`` (a dict, every key optional):
+        ``colorScheme`` (``"light"``/``"dark"``; default the last
+        :meth:`set_color_scheme`), ``maxBodyBytes``, ``keepAliveMs``,
+        ``http``. Raises :class:`~qwen_companion.AlreadyRunningError` when it
+        runs. It stops with :meth:`views_stop` or when the host is closed."""
+        return json.loads(
+            self._call_string(
+                "qc_plugin_host_views_start",
+                None if config is None else encode(json.dumps(config), "config"),
+            )
+        )
+
+    def views_stop(self):
+        # type: () -> None
+        """Stops the view server (open pages stop working). Raises
+        :class:`~qwen_companion.NotRunningError` when it does not run."""
+        self._call("qc_plugin_host_views_stop")
+
+    def views(self):
+        # type: () -> Dict[str, Any]
+        """``{"url", "views": [{"plugin", "id", "title", "icon", "width",
+        "url"}], "panels": [{"plugin", "title", "url"}], "colorScheme"}`` for
+        every enabled plugin. Each page URL carries its own capability: open
+        it in any browser. Raises :class:`~qwen_companion.NotRunningError`."""
+        return self._call_json("qc_plugin_host_views_json")
+
+    def view_url(self, plugin_id, view_id=None):
+        # type: (str, Optional[str]) -> str
+        """The URL of view ``view_id`` of ``plugin_id`` (``None``: its ``ui``
+        panel). Raises :class:`~qwen_companion.NotFoundError` for an unknown
+        or disabled plugin or page, :class:`~qwen_companion.NotRunningError`
+        when the server does not run."""
+        return self._call_string(
+            "qc_plugin_host_view_url",
+            encode(plugin_id, "plugin_id"),
+            None if view_id is None else encode(view_id, "view_id"),
+        )
+
+    def set_color_scheme(self, scheme):
+        # type: (str) -> None
+        """Sets the scheme pages see (``"light"`` or ``"dark"``; anything
+        else raises :class:`~qwen_companion.InvalidArgumentError`); open pages'
+        ``onColorSchemeChange`` callbacks get it. Allowed before
+        :meth:`views_start`."""
+        self._call("qc_plugin_host_set_color_scheme", encode(scheme, "scheme"))
+
     def offer_capability(self, name):
         # type: (str) -> None
         """Offers capability ``name`` to plugins in pull mode (its requests

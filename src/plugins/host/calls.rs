@@ -113,7 +113,13 @@ pub(crate) async fn ensure_instance(
             ));
         }
         check_runnable(&slot)?;
-        let inst = Instance::start(&shared, &slot).await?;
+        let inst = match Instance::start(&shared, &slot).await {
+            Ok(i) => i,
+            Err(e) => {
+                slot.set_last_error(format!("start failed: {e}"));
+                return Err(e);
+            }
+        };
         *guard = Some(inst.clone());
         drop(guard);
         let pid = inst.child.pid();

@@ -136,6 +136,10 @@ async fn run(
             other => Err(format!("the host does not offer the capability {other:?}")),
         };
     };
+    let mut params = params;
+    for l in shared.listeners() {
+        l.decorate_request(&manifest.id, capability, &mut params);
+    }
     let id = shared.next_host_request.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
     lock(&shared.host_requests).insert(id, (capability.to_string(), tx));

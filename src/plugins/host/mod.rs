@@ -337,6 +337,9 @@ pub enum PluginEvent {
         channel: String,
         payload: Value,
     },
+    /// The views or panels of the enabled plugins changed (install,
+    /// uninstall, enable, disable, crash-loop disabling).
+    ViewsChanged,
 }
 
 impl PluginEvent {
@@ -362,6 +365,7 @@ impl PluginEvent {
                 payload,
             } => json!({"type": "ui_push", "plugin": plugin, "channel": channel,
                 "payload": payload}),
+            PluginEvent::ViewsChanged => json!({"type": "views_changed"}),
         }
     }
 }
@@ -377,6 +381,10 @@ pub trait HostListener: Send + Sync {
     /// `reload`, `enable` or `disable` ran: the installed plugins or their
     /// enabled flags may have changed.
     fn plugins_changed(&self);
+    /// A capability request of `plugin` is about to reach the embedding
+    /// host's handler: the listener may add to its `params` (the view
+    /// server adds `view` to a `show_notification` naming a view).
+    fn decorate_request(&self, _plugin: &str, _capability: &str, _params: &mut Value) {}
 }
 
 /// One installed plugin as the store knows it.
@@ -448,6 +456,9 @@ pub(crate) struct PluginSlot {
     /// Identity of the plugin's files when last loaded.
     files: Mutex<Option<FilesId>>,
     crashes: Mutex<VecDeque<Instant>>,
+    /// The last failure: the breaker's reason, an unexpected exit or a
+    /// failed start (message, unix ms).
+    last_error: Mutex<Option<(String, u64)>>,
     /// The running instance; the async lock serialises starts.
     pub instance: Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>,
     pub counters: Counters,
@@ -476,6 +487,7 @@ impl PluginSlot {
             breaker: Mutex::new(None),
             files: Mutex::new(None),
             crashes: Mutex::new(VecDeque::new()),
+            last_error: Mutex::new(None),
             instance: Arc::new(tokio::sync::Mutex::new(None)),
             counters: Counters::default(),
         }
@@ -485,6 +497,13 @@ impl PluginSlot {
     }
     pub fn breaker(&self) -> Option<String> {
         lock(&self.breaker).clone()
+    }
+    /// Records `message` as the plugin's last error (now).
+    pub fn set_last_error(&self, message: String) {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        *lock(&self.last_error) = Some((message, at));
     }
     /// Records an unexpected exit; returns the reason when the breaker trips now.
     fn record_crash(&self, s: &Settings, exit: &ExitInfo) -> Option<String> {
@@ -538,6 +557,9 @@ pub(crate) struct Shared {
     pub closing: CancellationToken,
     /// `startup_finished()` was called: background plugins are restarted.
     started_up: std::sync::atomic::AtomicBool,
+    /// The views and panels of the enabled plugins when last told (to emit
+    /// [`PluginEvent::ViewsChanged`] only on a change).
+    views_seen: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -559,6 +581,40 @@ impl Shared {
         for l in self.listeners() {
             l.plugins_changed();
         }
+        self.views_maybe_changed();
+    }
+    /// One line per view and panel of every plugin that may run.
+    fn views_signature(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for slot in self.slots() {
+            let e = slot.entry();
+            if !e.enabled || slot.breaker().is_some() {
+                continue;
+            }
+            let m = &e.manifest;
+            for v in &m.views {
+                out.push(format!("{}\0view\0{}\0{:?}\0{:?}\0{:?}\0{}\0{}", m.id, v.id, v.title,
+                    v.icon, v.width, v.entry, m.root.display()));
+            }
+            if let Some(p) = &m.ui {
+                out.push(format!("{}\0ui\0{:?}\0{}\0{}", m.id, p.title, p.entry, m.root.display()));
+            }
+        }
+        out.sort();
+        out
+    }
+    /// Emits [`PluginEvent::ViewsChanged`] when the views or panels of the
+    /// plugins that may run changed since the last time.
+    fn views_maybe_changed(&self) {
+        let now = self.views_signature();
+        {
+            let mut seen = lock(&self.views_seen);
+            if *seen == now {
+                return;
+            }
+            *seen = now;
+        }
+        self.emit(PluginEvent::ViewsChanged);
     }
     pub fn log(&self, level: LogLevel, message: impl FnOnce() -> String) {
         if let Some(log) = self.log.get() {
@@ -582,14 +638,17 @@ impl Shared {
     /// started by `onStartupFinished`) after a backoff.
     pub fn on_crash(self: &Arc<Self>, slot: &Arc<PluginSlot>, exit: &ExitInfo) {
         Counters::bump(&slot.counters.unexpected_exits);
+        slot.set_last_error(format!("it exited unexpectedly ({exit})"));
         if let Some(reason) = slot.record_crash(&self.settings, exit) {
             self.log(LogLevel::Warn, || {
                 format!("plugin {} disabled: {reason}", slot.id)
             });
+            slot.set_last_error(format!("disabled: {reason}"));
             self.emit(PluginEvent::Disabled {
                 plugin: slot.id.clone(),
                 reason,
             });
+            self.views_maybe_changed();
             return;
         }
         let base = self.settings.restart_backoff;
@@ -665,9 +724,12 @@ impl PluginHost {
             next_host_request: AtomicU64::new(1),
             closing: CancellationToken::new(),
             started_up: std::sync::atomic::AtomicBool::new(false),
+            views_seen: Mutex::new(Vec::new()),
         });
         let host = PluginHost { shared };
         host.reload()?;
+        // The first listing is the baseline, not a change.
+        *lock(&host.shared.views_seen) = host.shared.views_signature();
         Ok(host)
     }
 
@@ -707,6 +769,15 @@ impl PluginHost {
     /// The manifest of an installed plugin.
     pub fn manifest(&self, id: &str) -> Option<Arc<Manifest>> {
         self.shared.slot(id).ok().map(|s| s.entry().manifest)
+    }
+
+    /// The plugin's last error: `{"message", "at": unix ms}` (the crash-loop
+    /// breaker's reason when it disabled the plugin, else the last
+    /// unexpected exit or failed start), `None` when there was none.
+    pub fn last_error(&self, id: &str) -> Option<Value> {
+        let slot = self.shared.slot(id).ok()?;
+        let e = lock(&slot.last_error).clone();
+        e.map(|(message, at)| json!({"message": message, "at": at}))
     }
 
     /// Whether `id` may run: enabled by the user and not stopped by the breaker.

@@ -53,14 +53,16 @@ pub struct InstalledPlugin {
 }
 
 impl InstalledPlugin {
-    /// `{id, name, version, enabled, tools: [{name, modelVisible}], …}` from
-    /// [`Manifest::summary_json`]; for a broken plugin `{id, enabled, tools:
+    /// `{id, name, version, enabled, tools: [{name, modelVisible}], …,
+    /// manifest}` from [`Manifest::summary_json`] (`manifest`: the installed
+    /// manifest object as written); for a broken plugin `{id, enabled, tools:
     /// [], error: {code: "broken_plugin", message, problems}}`.
     pub fn summary_json(&self) -> Value {
         match (&self.manifest, &self.load_error) {
             (Some(m), _) => {
                 let mut v = m.summary_json();
                 v["enabled"] = json!(self.enabled);
+                v["manifest"] = Value::Object((*m.document).clone());
                 v
             }
             (None, problems) => {

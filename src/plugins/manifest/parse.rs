@@ -614,6 +614,7 @@ fn file_field(cx: &mut Cx, root: Option<&Path>, path: &str, rel: &str) -> Option
 }
 
 fn build(cx: &mut Cx, mut obj: Map<String, Value>, root: Option<PathBuf>) -> Option<Manifest> {
+    let document = std::sync::Arc::new(obj.clone());
     let root_ref = root.as_deref();
     let id = cx.req_str(&obj, "", "id");
     if let Some(m) = id.as_deref().and_then(id_error) {
@@ -778,6 +779,7 @@ fn build(cx: &mut Cx, mut obj: Map<String, Value>, root: Option<PathBuf>) -> Opt
         menus,
         icon,
         extra: obj,
+        document,
     })
 }
 

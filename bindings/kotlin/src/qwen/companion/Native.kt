@@ -147,6 +147,11 @@ interface QcNative : Library {
     fun qc_plugin_host_mcp_start(h: Pointer?, configJson: ByteArray?, error: PointerByReference?): Int
     fun qc_plugin_host_mcp_stop(h: Pointer?, error: PointerByReference?): Int
     fun qc_plugin_host_mcp_info(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_views_start(h: Pointer?, configJson: ByteArray?, outInfoJson: PointerByReference?, error: PointerByReference?): Int
+    fun qc_plugin_host_views_stop(h: Pointer?, error: PointerByReference?): Int
+    fun qc_plugin_host_views_json(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_view_url(h: Pointer?, pluginId: ByteArray?, viewId: ByteArray?, outUrl: PointerByReference, error: PointerByReference?): Int
+    fun qc_plugin_host_set_color_scheme(h: Pointer?, scheme: ByteArray?, error: PointerByReference?): Int
     fun qc_mcp_register(optionsJson: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_mcp_unregister(optionsJson: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_plugin_host_disable(h: Pointer?, id: ByteArray?, error: PointerByReference?): Int

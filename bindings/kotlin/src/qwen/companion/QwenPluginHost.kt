@@ -483,6 +483,58 @@ class QwenPluginHost private constructor(
     fun mcpInfo(): Map<String, Any?> =
         Json.parseObject(handle.outString("qc_plugin_host_mcp_info") { h, out, err -> n.qc_plugin_host_mcp_info(h, out, err) })
 
+    // ---- the view server (plugin pages with window.pluginHost) ------------------------
+
+    /**
+     * Starts the host's view server on `127.0.0.1` (the pages of the enabled
+     * plugins, `window.pluginHost` injected) and returns [views].
+     * [configJson] (a JSON object, keys all optional): `colorScheme`
+     * (`"light"`/`"dark"`; default the last [setColorScheme]),
+     * `maxBodyBytes`, `keepAliveMs`, `http`. `ALREADY_RUNNING` when it runs.
+     * The server stops with [viewsStop] or [close].
+     */
+    @JvmOverloads
+    fun viewsStart(configJson: String? = null): Map<String, Any?> {
+        val c = configJson?.let { arg(it, "qc_plugin_host_views_start", "configJson") }
+        return Json.parseObject(
+            handle.outString("qc_plugin_host_views_start") { h, out, err -> n.qc_plugin_host_views_start(h, c, out, err) }
+        )
+    }
+
+    /** Stops the view server (open pages stop working); `NOT_RUNNING` when it does not run. */
+    fun viewsStop() = handle.call("qc_plugin_host_views_stop") { h, err -> n.qc_plugin_host_views_stop(h, err) }
+
+    /**
+     * `{url, views: [{plugin, id, title, icon, width, url}], panels: [{plugin,
+     * title, url}], colorScheme}` for every enabled plugin; each page URL
+     * carries its own capability (open it in JCEF or any browser).
+     * `NOT_RUNNING` when the server does not run.
+     */
+    fun views(): Map<String, Any?> =
+        Json.parseObject(handle.outString("qc_plugin_host_views_json") { h, out, err -> n.qc_plugin_host_views_json(h, out, err) })
+
+    /**
+     * The URL of view [viewId] of [pluginId] (null: the plugin's `ui` panel).
+     * `NOT_FOUND` for an unknown or disabled plugin or page, `NOT_RUNNING`
+     * when the server does not run.
+     */
+    @JvmOverloads
+    fun viewUrl(pluginId: String, viewId: String? = null): String {
+        val p = arg(pluginId, "qc_plugin_host_view_url", "pluginId")
+        val v = viewId?.let { arg(it, "qc_plugin_host_view_url", "viewId") }
+        return handle.outString("qc_plugin_host_view_url") { h, out, err -> n.qc_plugin_host_view_url(h, p, v, out, err) }
+    }
+
+    /**
+     * Sets the colour scheme pages see (`"light"` or `"dark"`, else
+     * `INVALID_ARGUMENT`); open pages' `onColorSchemeChange` callbacks get it.
+     * Allowed before [viewsStart].
+     */
+    fun setColorScheme(scheme: String) {
+        val s = arg(scheme, "qc_plugin_host_set_color_scheme", "scheme")
+        handle.call("qc_plugin_host_set_color_scheme") { h, err -> n.qc_plugin_host_set_color_scheme(h, s, err) }
+    }
+
     // ---- pull mode ---------------------------------------------------------------------
 
     /**
