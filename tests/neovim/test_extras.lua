@@ -237,6 +237,14 @@ local function plugins()
   local b = ui.list_command()
   local lines = buf_lines(b)
   check('plugin manager buffer lists every plugin', contains(lines, '[on]  com.example.hello 1.0.0') and contains(lines, 'local.todo-quadrant 1.2.0'), lines)
+  vim.api.nvim_win_set_cursor(0, { 3, 0 }) -- com.example.hello
+  vim.cmd('normal d')
+  lines = buf_lines(ui._state.buffers['Qwen plugins'])
+  check('manager: d disables the plugin under the cursor', contains(lines, '[off] com.example.hello'), lines)
+  vim.api.nvim_win_set_cursor(0, { 3, 0 })
+  vim.cmd('normal e')
+  lines = buf_lines(ui._state.buffers['Qwen plugins'])
+  check('manager: e enables it again', contains(lines, '[on]  com.example.hello'), lines)
 
   -- hello, queued call
   local got
@@ -320,7 +328,46 @@ local function plugins()
   b = ui.parse_command()
   eq('parse: the current file by MIME through the parser', b and buf_lines(b), { '# Title', 'body', '' })
 
-  -- notifications during a queued call (the plugin waits for them)
+  -- the view server: views and panels in the browser (a stub "browser"
+  -- writes the URL it gets), pages served, colour scheme from 'background'
+  local opened = TMP .. '/opened-url'
+  ui.config.browser = { 'sh', '-c', 'printf %s "$1" > "$0"', opened }
+  local function open_with(cmd)
+    os.remove(opened)
+    vim.cmd(cmd)
+    wait(5000, function()
+      return read(opened) ~= nil
+    end)
+    return read(opened)
+  end
+  local function http_status(url)
+    return vim.fn.system({ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', url })
+  end
+  local views = ui.views() or {}
+  local vlist = vim.tbl_map(function(v)
+    return v.plugin .. '/' .. v.id
+  end, views.views or {})
+  eq('the view server serves the views of the enabled plugins', vlist, { 'com.example.full/board', 'local.todo-quadrant/quadrant' })
+  eq('... and the panels', vim.tbl_map(function(v)
+    return v.plugin .. ': ' .. v.title
+  end, views.panels or {}), { 'com.example.full: Example Panel' })
+  local url = open_with('QwenPlugin view local.todo-quadrant quadrant')
+  check(':QwenPlugin view ID VIEW opens the view URL in the browser', url and url:find('^http://127%.0%.0%.1:%d+/'), url)
+  eq('... a page the server serves (200)', url and http_status(url), '200')
+  url = open_with('QwenPlugin panel com.example.full')
+  check(':QwenPlugin panel ID opens the panel URL', url and url:find('^http://127%.0%.0%.1:%d+/'), url)
+  eq('... served too (200)', url and http_status(url), '200')
+  local forged = url and url:gsub('/v/[^/]+/', '/v/forged/')
+  check('a wrong capability is refused (' .. tostring(forged and http_status(forged)) .. ')', forged and forged ~= url and http_status(forged):match('^4'), forged)
+  vim.cmd('set background=dark')
+  open_with('QwenPlugin view local.todo-quadrant quadrant')
+  eq("'background' dark, then a view opened → the pages' colour scheme is dark", (ui.views() or {}).colorScheme, 'dark')
+  vim.cmd('set background=light')
+  vim.cmd('doautocmd OptionSet background') -- what :set sends after VimEnter (not during this startup script)
+  eq("OptionSet 'background' light → the open pages get light", (ui.views() or {}).colorScheme, 'light')
+
+  -- notifications during a queued call (the plugin waits for them); with
+  -- the view server the request names its view
   got = nil
   local t0 = vim.loop.hrtime()
   ui.call_async('local.todo-quadrant', 'manage_todo_quadrant', { action = 'remind_now' }, function(r, e)
@@ -331,20 +378,17 @@ local function plugins()
   end)
   local ms = (vim.loop.hrtime() - t0) / 1e6
   check(string.format('a plugin waiting for show_notification completes (%.0f ms; the request timeout is 30 s)', ms), got and got.content and ms < 10000, got)
-  check('its notification is shown (vim.notify)', noted('for today', true), notes)
-
-  -- a notification naming a view: :QwenPlugin view opens its URL
-  local answer = ui.notification({ type = 'host_request', id = 424242, plugin = 'local.todo-quadrant', capability = 'show_notification',
-    params = { title = 'Todo reminder', body = 'x', view = { id = 'quadrant', title = 'Todo Quadrant', url = 'http://127.0.0.1:9/v/cap' } } })
+  check('its notification is shown (vim.notify) with how to open its view', noted('for today', true) and noted(':QwenPlugin view opens Todo Quadrant'), notes)
+  local last = ui._state.last_view
+  check('... the notification carries the view URL', last and last.id == 'quadrant' and last.url:find('^http://127%.0%.0%.1:%d+/'), last)
+  url = open_with('QwenPlugin view')
+  eq(':QwenPlugin view (no argument) opens the notified view', url, last and last.url)
+  eq('... served (200)', url and http_status(url), '200')
+  local answer = ui.notification({ plugin = 'p', params = { title = 'T' } })
   eq('show_notification is answered {shown = true}', answer, { shown = true })
   check('an empty notification is refused', ui.notification({ plugin = 'p', params = {} }) == nil)
-  check('a notification with a view says how to open it', noted(':QwenPlugin view opens Todo Quadrant'), notes)
-  ui.config.browser = { 'sh', '-c', 'printf %s "$1" > "$0"', TMP .. '/opened-url' }
-  vim.cmd('QwenPlugin view')
-  wait(5000, function()
-    return read(TMP .. '/opened-url') ~= nil
-  end)
-  eq(':QwenPlugin view opens the notified view in the browser', read(TMP .. '/opened-url'), 'http://127.0.0.1:9/v/cap')
+  ui.handle_event({ type = 'plugin_disabled', plugin = 'com.example.x', reason = 'exited 3 times in 60 s' })
+  check('a crash-loop disable is reported with how to re-enable', noted('plugin com.example.x was disabled: exited 3 times in 60 s (:QwenPlugin enable com.example.x)'), notes)
 
   -- keybindings
   local mapped = ui.apply_keybindings()
@@ -536,6 +580,7 @@ local function sessions()
     return noted('message to qwen-peer: refused') ~= nil
   end), notes)
   check('... as a warning', (noted('message to qwen-peer: refused') or {}).level == vim.log.levels.WARN)
+  check('setup refuses an unknown inbox_policy', not pcall(part.setup, { inbox_policy = 'sometimes' }))
   local bad = { part.set_policy('sometimes') }
   check('an unknown inbox policy is refused', bad[1] == nil and tostring(bad[2]):find('inbox_policy', 1, true), bad)
 

@@ -135,6 +135,21 @@ qc_status qc_plugin_host_respond(qc_plugin_host *h,
 qc_status qc_plugin_host_offer_capability(qc_plugin_host *h, const char *name, char **error);
 ]]
 
+--- The view server (the plugins' views and panels as loopback web pages).
+M.VIEWS_CDEF = [[
+qc_status qc_plugin_host_views_start(qc_plugin_host *h,
+                                     const char *config_json,
+                                     char **out_info_json,
+                                     char **error);
+qc_status qc_plugin_host_views_json(const qc_plugin_host *h, char **out_json, char **error);
+qc_status qc_plugin_host_view_url(const qc_plugin_host *h,
+                                  const char *plugin_id,
+                                  const char *view_id,
+                                  char **out_url,
+                                  char **error);
+qc_status qc_plugin_host_set_color_scheme(qc_plugin_host *h, const char *scheme, char **error);
+]]
+
 local declared = false
 
 local function cdef_each(text)
@@ -161,6 +176,7 @@ function M.declare()
   end
   cdef_each(M.PARTICIPANT_CDEF)
   cdef_each(M.PLUGIN_HOST_CDEF)
+  cdef_each(M.VIEWS_CDEF)
   declared = true
 end
 

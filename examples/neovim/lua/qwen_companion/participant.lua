@@ -588,12 +588,14 @@ function M.set_policy(value)
   return capi.call(P.lib, 'qc_participant_update_inbound', P.p, sid, vim.json.encode(cur))
 end
 
+--- Sets options; a bad inbox_policy is an error and changes nothing.
 function M.setup(opts)
-  M.config = vim.tbl_extend('force', M.config, opts or {})
-  local ok, err = model.policy(M.config.inbox_policy)
+  local config = vim.tbl_extend('force', M.config, opts or {})
+  local ok, err = model.policy(config.inbox_policy)
   if not ok then
     error('qwen-companion: ' .. err, 2)
   end
+  M.config = config
 end
 
 return M

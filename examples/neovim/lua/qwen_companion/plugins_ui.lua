@@ -15,7 +15,10 @@
 -- "checklist"`) in a scratch buffer with status marks, a file card
 -- (`details.filePath`) opened with :edit, other text in a scratch buffer.
 -- Notifications of plugins (`show_notification`) are vim.notify messages;
--- when one names a view, `:QwenPlugin view` opens it.
+-- when one names a view, `:QwenPlugin view` opens it. Views and panels are
+-- pages of the library's view server (started when this module joins the
+-- core's host), opened in the browser; their colour scheme follows
+-- 'background'.
 --
 -- Options (require("qwen_companion.plugins_ui").setup{…}, or
 -- vim.g.qwen_companion_browser): browser (nil: vim.ui.open, else xdg-open / open; a program name
@@ -451,16 +454,56 @@ function M.open_url(url)
   return true
 end
 
---- The URL of view `view_id` of plugin `id` (nil `view_id`: its panel),
---- from the view server of the host. Needs a core host that serves views
---- (a table with `view_url(id, view_id)`), else nil and a message.
-function M.view_url(id, view_id)
-  local core = require('qwen_companion')
-  local h = core.plugin_host and core.plugin_host()
-  if type(h) == 'table' and type(h.view_url) == 'function' then
-    return h:view_url(id, view_id)
+--- The colour scheme pages get: Neovim's 'background' (light or dark).
+local function scheme()
+  return vim.o.background == 'dark' and 'dark' or 'light'
+end
+
+--- Starts the view server of the core's host once (it runs until the host
+--- is freed). Returns the host, or nil and a message.
+function M.ensure_views()
+  local H, err = M.host()
+  if not H then
+    return nil, err
   end
-  return nil, 'this plugin host has no view server (views open in the browser once it runs)'
+  if state.views_for ~= H.h then
+    local ok, verr, st = capi.call(H.lib, 'qc_plugin_host_views_start', H.h, vim.json.encode({ colorScheme = scheme() }), nil)
+    if not ok and st ~= capi.status.QC_ALREADY_RUNNING then
+      return nil, verr
+    end
+    state.views_for = H.h
+    capi.call(H.lib, 'qc_plugin_host_set_color_scheme', H.h, scheme())
+  end
+  return H
+end
+
+--- The pages the view server serves now (`{url, views, panels, colorScheme}`).
+function M.views()
+  local H, err = M.ensure_views()
+  if not H then
+    return nil, err
+  end
+  return ext.out_json(H.lib, 'qc_plugin_host_views_json', H.h)
+end
+
+--- The URL of view `view_id` of plugin `id` (nil `view_id`: its panel),
+--- from the host's view server (started on first use). Each URL carries
+--- its own capability and works in any browser.
+function M.view_url(id, view_id)
+  local H, err = M.ensure_views()
+  if not H then
+    return nil, err
+  end
+  return ext.out_string(H.lib, 'qc_plugin_host_view_url', H.h, id, view_id)
+end
+
+--- Follows Neovim's 'background' (pages get onColorSchemeChange).
+function M.sync_color_scheme()
+  local H = M.host()
+  if H and state.views_for == H.h then
+    return capi.call(H.lib, 'qc_plugin_host_set_color_scheme', H.h, scheme())
+  end
+  return true
 end
 
 function M.view_command(id, view_id, panel)
@@ -472,6 +515,7 @@ function M.view_command(id, view_id, panel)
     return ok
   end
   local function open(pid, vid)
+    M.sync_color_scheme() -- 'background' may have changed before VimEnter (no OptionSet then)
     local url, err = M.view_url(pid, vid)
     if not url then
       return notify(err, vim.log.levels.ERROR)
@@ -789,6 +833,20 @@ function M.attach(host)
   if type(host.handle) == 'function' then
     host:handle('show_notification', M.notification)
   end
+  -- The view server runs from the start, so notifications carry their view.
+  local ok, err = M.ensure_views()
+  if not ok then
+    notify('the view server did not start: ' .. tostring(err), vim.log.levels.WARN)
+  end
+  api.nvim_create_autocmd({ 'ColorScheme', 'OptionSet' }, {
+    group = api.nvim_create_augroup('QwenPluginViews', { clear = true }),
+    pattern = '*',
+    callback = function(a)
+      if a.event == 'ColorScheme' or a.match == 'background' then
+        M.sync_color_scheme()
+      end
+    end,
+  })
   return true
 end
 
