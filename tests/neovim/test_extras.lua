@@ -540,6 +540,13 @@ local function sessions()
   eq('gf in the messages buffer opens path:line', { vim.api.nvim_buf_get_name(0), vim.api.nvim_win_get_cursor(0)[1] }, { WS .. '/main.c', 3 })
   eq('peer\'s receipt: delivered', peer_final(sent.msgId), 'delivered')
 
+  -- the session id rotates (as the library may do): the participant follows
+  local old_id = part.status().session.sessionId
+  local rot = ext.out_json(lib, 'qc_participant_rotate_session_id', part._state().p, old_id, nil)
+  check('session id rotated', rot and rot.sessionId ~= old_id, rot)
+  check('... the participant follows it (status, terminal env, policy)', part.status().session.sessionId == rot.sessionId
+    and part.child_env().QWEN_CODE_MESSAGING_SOCKET ~= nil and part.set_policy('accept'), part.status())
+
   -- hold → release
   assert(part.set_policy('hold'))
   sent = peer_send('held one')

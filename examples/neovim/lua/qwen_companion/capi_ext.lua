@@ -30,6 +30,11 @@ qc_status qc_participant_register(qc_participant *p,
                                   char **out_session_json,
                                   char **error);
 qc_status qc_participant_unregister(qc_participant *p, const char *session_id, char **error);
+qc_status qc_participant_rotate_session_id(qc_participant *p,
+                                           const char *session_id,
+                                           const char *new_session_id,
+                                           char **out_session_json,
+                                           char **error);
 qc_status qc_participant_sessions_json(const qc_participant *p, char **out_json, char **error);
 qc_status qc_participant_list_json(const qc_participant *p, char **out_json, char **error);
 qc_status qc_participant_send(qc_participant *p,

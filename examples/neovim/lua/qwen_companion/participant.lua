@@ -70,6 +70,16 @@ local function now_ms()
   return s * 1000 + math.floor(us / 1000)
 end
 
+-- Our registered session as the library has it now (its id may have been
+-- rotated since register): refreshed from qc_participant_sessions_json.
+local function own_session(st)
+  local list = ext.out_json(st.lib, 'qc_participant_sessions_json', st.p)
+  if type(list) == 'table' and list[1] then
+    st.session = list[1]
+  end
+  return st.session
+end
+
 --- The name this instance registers.
 function M.name()
   local n = setting('name')
@@ -290,11 +300,17 @@ function M.stop()
   return true
 end
 
+-- For tests: the raw state ({lib, p, session, …}) or nil.
+function M._state()
+  return P
+end
+
 --- The running participant's state (nil when stopped).
 function M.status()
   if not P then
     return nil
   end
+  own_session(P)
   return {
     name = P.session and P.session.name,
     session = vim.deepcopy(P.session),
@@ -312,7 +328,7 @@ function M.child_env()
   if not (P and P.session) then
     return {}
   end
-  return ext.out_json(P.lib, 'qc_participant_child_env_json', P.p, P.session.sessionId) or {}
+  return ext.out_json(P.lib, 'qc_participant_child_env_json', P.p, own_session(P).sessionId) or {}
 end
 
 local function running()
@@ -578,7 +594,7 @@ function M.set_policy(value)
   if not P or not P.session then
     return true
   end
-  local sid = P.session.sessionId
+  local sid = own_session(P).sessionId
   local text, err = ext.out_string(P.lib, 'qc_participant_inbound_settings_json', P.p, sid)
   if not text then
     return nil, err
