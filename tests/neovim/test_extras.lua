@@ -340,8 +340,14 @@ local function plugins()
     end)
     return read(opened)
   end
-  local function http_status(url)
-    return vim.fn.system({ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', url })
+  local function http_status(url) -- python3 is already a requirement of run.sh
+    return vim.trim(vim.fn.system({ os.getenv('PYTHON') or 'python3', '-c', [[
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+]], url }))
   end
   local views = ui.views() or {}
   local vlist = vim.tbl_map(function(v)
