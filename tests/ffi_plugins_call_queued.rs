@@ -36,7 +36,10 @@ fn new_host(dir: &TempDir) -> *mut qc_plugin_host {
     });
     let cfg = cs(&cfg.to_string());
     let mut h = null_mut();
-    assert_eq!(unsafe { qc_plugin_host_new(cfg.as_ptr(), &mut h, null_mut()) }, QC_OK);
+    assert_eq!(
+        unsafe { qc_plugin_host_new(cfg.as_ptr(), &mut h, null_mut()) },
+        QC_OK
+    );
     for name in ["hello", "todo-quadrant"] {
         let src = cs(&runtime_util::fixture(name).to_string_lossy());
         let (mut out, mut ej, mut err) = (null_mut(), null_mut(), null_mut());
@@ -47,12 +50,31 @@ fn new_host(dir: &TempDir) -> *mut qc_plugin_host {
     h
 }
 
-fn queue_call(h: *mut qc_plugin_host, plugin: &str, tool: &str, params: &str) -> (u32, u64, String) {
+fn queue_call(
+    h: *mut qc_plugin_host,
+    plugin: &str,
+    tool: &str,
+    params: &str,
+) -> (u32, u64, String) {
     let (p, t, a) = (cs(plugin), cs(tool), cs(params));
     let mut id = 0u64;
     let mut err = null_mut();
-    let rc = unsafe { qc_plugin_host_call_queued(h, p.as_ptr(), t.as_ptr(), a.as_ptr(), null(), &mut id, &mut err) };
-    let msg = if err.is_null() { String::new() } else { take(err) };
+    let rc = unsafe {
+        qc_plugin_host_call_queued(
+            h,
+            p.as_ptr(),
+            t.as_ptr(),
+            a.as_ptr(),
+            null(),
+            &mut id,
+            &mut err,
+        )
+    };
+    let msg = if err.is_null() {
+        String::new()
+    } else {
+        take(err)
+    };
     (rc, id, msg)
 }
 
@@ -65,17 +87,33 @@ struct Pulled {
 
 /// The first event (already pulled, or pulled now) that matches `want`;
 /// every `show_notification` request pulled on the way is answered.
-fn pull_until(h: *mut qc_plugin_host, fd: i32, pulled: &mut Pulled, want: impl Fn(&Value) -> bool) -> Value {
+fn pull_until(
+    h: *mut qc_plugin_host,
+    fd: i32,
+    pulled: &mut Pulled,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(i) = pulled.backlog.iter().position(&want) {
             return pulled.backlog.remove(i);
         }
-        assert!(Instant::now() < deadline, "no matching event (unmatched: {:?})", pulled.backlog);
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        assert!(
+            Instant::now() < deadline,
+            "no matching event (unmatched: {:?})",
+            pulled.backlog
+        );
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         unsafe { libc::poll(&mut p, 1, 200) };
         let mut ev = null_mut();
-        assert_eq!(unsafe { qc_plugin_host_next_event(h, &mut ev, null_mut()) }, QC_OK);
+        assert_eq!(
+            unsafe { qc_plugin_host_next_event(h, &mut ev, null_mut()) },
+            QC_OK
+        );
         if ev.is_null() {
             continue;
         }
@@ -84,7 +122,10 @@ fn pull_until(h: *mut qc_plugin_host, fd: i32, pulled: &mut Pulled, want: impl F
             pulled.shown.push(v.clone());
             let ok = cs(r#"{"shown":true}"#);
             let id = v["id"].as_u64().unwrap();
-            assert_eq!(unsafe { qc_plugin_host_respond(h, id, ok.as_ptr(), null(), null_mut()) }, QC_OK);
+            assert_eq!(
+                unsafe { qc_plugin_host_respond(h, id, ok.as_ptr(), null(), null_mut()) },
+                QC_OK
+            );
         }
         pulled.backlog.push(v);
     }
@@ -101,16 +142,32 @@ fn queued_calls_complete_as_events_while_requests_are_answered() {
     assert!(msg.contains("pull mode"), "{msg}");
 
     let mut fd = -1;
-    assert_eq!(unsafe { qc_plugin_host_enable_events(h, &mut fd, null_mut()) }, QC_OK);
+    assert_eq!(
+        unsafe { qc_plugin_host_enable_events(h, &mut fd, null_mut()) },
+        QC_OK
+    );
     let cap = cs("show_notification");
-    assert_eq!(unsafe { qc_plugin_host_offer_capability(h, cap.as_ptr(), null_mut()) }, QC_OK);
+    assert_eq!(
+        unsafe { qc_plugin_host_offer_capability(h, cap.as_ptr(), null_mut()) },
+        QC_OK
+    );
 
     // Bad arguments fail at once; a null out pointer too.
     let (rc, _, _) = queue_call(h, "com.example.hello", "say_hello", "{");
     assert_eq!(rc, QC_INVALID_JSON);
     let (p, t) = (cs("com.example.hello"), cs("say_hello"));
     assert_eq!(
-        unsafe { qc_plugin_host_call_queued(h, p.as_ptr(), t.as_ptr(), null(), null(), null_mut(), null_mut()) },
+        unsafe {
+            qc_plugin_host_call_queued(
+                h,
+                p.as_ptr(),
+                t.as_ptr(),
+                null(),
+                null(),
+                null_mut(),
+                null_mut(),
+            )
+        },
         QC_NULL_PARAMETER
     );
 
@@ -121,18 +178,29 @@ fn queued_calls_complete_as_events_while_requests_are_answered() {
     assert_eq!(rc, QC_OK);
     assert!(a > 0 && b > 0 && a != b);
     let mut shown = Pulled::default();
-    let done_a = pull_until(h, fd, &mut shown, |e| e["type"] == "call_done" && e["callId"] == json!(a));
+    let done_a = pull_until(h, fd, &mut shown, |e| {
+        e["type"] == "call_done" && e["callId"] == json!(a)
+    });
     assert_eq!(done_a["ok"], true, "{done_a}");
     assert_eq!(done_a["result"]["content"][0]["text"], "Hello, Neovim!");
-    let done_b = pull_until(h, fd, &mut shown, |e| e["type"] == "call_done" && e["callId"] == json!(b));
+    let done_b = pull_until(h, fd, &mut shown, |e| {
+        e["type"] == "call_done" && e["callId"] == json!(b)
+    });
     assert_eq!(done_b["ok"], false);
     assert_eq!(done_b["error"]["kind"], "schema", "{done_b}");
 
     // A tool that waits for a host capability during the call: the request
     // is pulled and answered before the completion arrives.
-    let (rc, c, _) = queue_call(h, "local.todo-quadrant", "manage_todo_quadrant", r#"{"action":"remind_now"}"#);
+    let (rc, c, _) = queue_call(
+        h,
+        "local.todo-quadrant",
+        "manage_todo_quadrant",
+        r#"{"action":"remind_now"}"#,
+    );
     assert_eq!(rc, QC_OK);
-    let done_c = pull_until(h, fd, &mut shown, |e| e["type"] == "call_done" && e["callId"] == json!(c));
+    let done_c = pull_until(h, fd, &mut shown, |e| {
+        e["type"] == "call_done" && e["callId"] == json!(c)
+    });
     assert_eq!(done_c["ok"], true, "{done_c}");
     let shown = &shown.shown;
     assert_eq!(shown.len(), 1, "{shown:?}");
@@ -140,7 +208,9 @@ fn queued_calls_complete_as_events_while_requests_are_answered() {
     assert_eq!(shown[0]["params"]["viewId"], "quadrant");
 
     assert_eq!(unsafe { qc_plugin_host_free(h) }, QC_OK);
-    let left = runtime_util::pids_with_env(&format!("PLUGIN_DATA_DIR={}/data/", dir.path().join("plugins").display()));
+    let left = runtime_util::pids_with_env(&format!(
+        "PLUGIN_DATA_DIR={}/data/",
+        dir.path().join("plugins").display()
+    ));
     assert!(left.is_empty(), "plugin processes left: {left:?}");
 }
-
