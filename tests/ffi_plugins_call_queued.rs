@@ -208,6 +208,8 @@ fn queued_calls_complete_as_events_while_requests_are_answered() {
     assert_eq!(shown[0]["params"]["viewId"], "quadrant");
 
     assert_eq!(unsafe { qc_plugin_host_free(h) }, QC_OK);
+    let (rc, _, _) = queue_call(h, "com.example.hello", "say_hello", "{}");
+    assert_eq!(rc, QC_INVALID_HANDLE, "a freed host is refused");
     let left = runtime_util::pids_with_env(&format!(
         "PLUGIN_DATA_DIR={}/data/",
         dir.path().join("plugins").display()
