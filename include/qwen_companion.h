@@ -736,6 +736,26 @@ qc_status qc_plugin_host_call_async(qc_plugin_host *h,
                                     char **error);
 
 /**
+ * Starts a call like `qc_plugin_host_call_async`, for pull mode (hosts
+ * that cannot take a callback on a library thread): its completion is
+ * queued as the event `{"type":"call_done","callId":N,"ok":true,"result":
+ * {"content":[…],"details":…}}` or `{"type":"call_done","callId":N,
+ * "ok":false,"error":{"kind",…}}`, and `*out_call_id` receives `N` (unique
+ * in the process, never 0). Capability requests the plugin makes during
+ * the call are queued as usual, so the host answers them while the call
+ * runs. `QC_REFUSED` when pull mode is not enabled; argument failures as
+ * for `qc_plugin_host_call_async` (nothing is started). Freeing the host
+ * ends a running call without an event.
+ */
+qc_status qc_plugin_host_call_queued(qc_plugin_host *h,
+                                     const char *plugin_id,
+                                     const char *tool,
+                                     const char *params_json,
+                                     const char *options_json,
+                                     uint64_t *out_call_id,
+                                     char **error);
+
+/**
  * Whether the session action of plugin `plugin_id` shows for the session
  * folder `cwd` (both borrowed): calls its `sessionAction.visibleTool` with
  * `{}` and `context.cwd = cwd`, and writes its `details.visible` to `*out`
@@ -1158,6 +1178,32 @@ qc_status qc_participant_set_held_callback(qc_participant *p,
                                            void *user_data,
                                            qc_free_fn free_user_data,
                                            char **error);
+
+/**
+ * Switches the participant to pull mode, for hosts that must never be
+ * called on a library thread (LuaJIT, single-threaded loops): from now on
+ * delivered messages, receipts and hold-buffer changes are queued instead
+ * of given to the message, receipt and held callbacks (setting one of those
+ * then fails `QC_REFUSED`; messages accepted before are handed over to the
+ * queue). `*out_fd` receives a file descriptor owned by the library (do not
+ * close it; valid until `qc_participant_free`) that is readable while
+ * events wait: watch it, then call `qc_participant_next_event` until it
+ * gives NULL. Calling it again returns the same fd. The log callback still
+ * runs on the callback thread.
+ */
+qc_status qc_participant_enable_events(qc_participant *p, int32_t *out_fd, char **error);
+
+/**
+ * Takes the next queued event (pull mode). `*out_json` receives an owned
+ * JSON object (free with `qc_string_free`), or NULL when none waits:
+ * `{"type":"message",…}` (the fields of the message callback's document),
+ * `{"type":"receipt",…}` (the receipt callback's) or
+ * `{"type":"held","held":[…]}` (the whole hold buffer after a change, as
+ * `qc_participant_held_json`), in the order they happened. At most 1024
+ * events wait; later ones are dropped until the host pulls. `QC_REFUSED`
+ * when pull mode is not enabled.
+ */
+qc_status qc_participant_next_event(qc_participant *p, char **out_json, char **error);
 
 /**
  * Returns the library version, e.g. `"0.1.0"`. The string is static: do not free it.

@@ -253,6 +253,13 @@ fn participant_calls() -> Vec<Call> {
         call!("qc_participant_set_held_callback", |p, _o| {
             qc_participant_set_held_callback(p, None, null_mut(), None, e())
         }),
+        call!("qc_participant_enable_events", |p, _o| {
+            let mut fd = -1;
+            qc_participant_enable_events(p, &mut fd, e())
+        }),
+        call!("qc_participant_next_event", |p, o| {
+            qc_participant_next_event(p, o, e())
+        }),
         call!("qc_participant_free", |p, _o| qc_participant_free(p)),
     ]
 }
@@ -305,7 +312,7 @@ fn handles_of_one_type_or_freed_are_refused_everywhere_and_never_reissued() {
     let cc = companion_calls();
     let pc = participant_calls();
     assert_eq!(cc.len(), 25);
-    assert_eq!(pc.len(), 25);
+    assert_eq!(pc.len(), 27);
 
     let mut issued: HashSet<usize> = companions.iter().map(|c| *c as usize).collect();
     assert_eq!(issued.len(), 300, "300 distinct companion handles");

@@ -3,7 +3,7 @@
  * register-mcp`: the demo as a plugin host (qc_plugin_host_*). It manages a
  * plugins directory, calls plugin tools once, serves one long-lived host
  * driven by commands on stdin, with its plugin MCP server
- * (qc_plugin_host_mcp_*), or writes the `qwen-companion-plugins` entry of
+ * (qc_plugin_host_mcp_*) and view server (qc_plugin_host_views_*), or writes the `qwen-companion-plugins` entry of
  * Qwen Code's settings (qc_mcp_register; see plugins_usage).
  *
  * Every answer is one JSON line on stdout; the plugins' own stdout never
@@ -150,15 +150,17 @@ static void plugins_usage(FILE *f)
           "             protocol, too_large, tool_error (pluginMessage), disabled,\n"
           "             not_found or host\n"
           "  serve      one host whose session folder is --cwd (default: the current\n"
-          "             folder), with its plugin MCP server running; first\n"
-          "             {\"event\":\"ready\",...,\"mcp\":{\"url\",\"env\",\"headers\"}}, then\n"
-          "             host_request (the\n"
-          "             demo answers show_notification with {\"shown\":true}),\n"
-          "             ui_push, plugin_started, plugin_exit, plugin_disabled events.\n"
+          "             folder), with its plugin MCP server and view server running;\n"
+          "             first {\"event\":\"ready\",...,\"mcp\":{\"url\",\"env\",\"headers\"},\n"
+          "             \"views\":[{plugin,id,title,url}],\"panels\":[{plugin,title,url}]},\n"
+          "             then host_request (the demo answers show_notification with\n"
+          "             {\"shown\":true}; a viewId adds params.view {id,title,url}),\n"
+          "             ui_push, plugin_started, plugin_exit, plugin_disabled and\n"
+          "             views_changed events.\n"
           "             stdin commands, each answered by one {\"event\":\"result\"}:\n"
           "               call ID TOOL JSON | visible ID | options ID CONFIG_ID |\n"
           "               parse MIME FILE | startup-finished | unload ID | enable ID |\n"
-          "               disable ID | stop\n"
+          "               disable ID | scheme light|dark | stop\n"
           "             stop, EOF and SIGTERM end every plugin and exit 0.\n"
           "  register-mcp  adds (--remove: removes) the qwen-companion-plugins entry\n"
           "             of Qwen Code's settings: user scope $QWEN_HOME/settings.json,\n"
@@ -447,6 +449,7 @@ static void serve_on_event(void *user_data, const char *json)
         {"plugin_started", started_members, COUNT_OF(started_members)},
         {"plugin_exit", exit_members, COUNT_OF(exit_members)},
         {"plugin_disabled", disabled_members, COUNT_OF(disabled_members)},
+        {"views_changed", NULL, 0},
     };
     jspan doc = js_doc(json);
     char *type = js_get_str(doc, "type");
@@ -641,10 +644,25 @@ static void serve_cmd_plugin(void *ctx, const char *verb, char *arg)
     serve_result(verb, NULL, st, NULL, NULL, ej, err);
 }
 
+/* scheme light|dark: the colour scheme the view server's pages see. */
+static void serve_cmd_scheme(void *ctx, const char *verb, char *arg)
+{
+    serve_state *s = ctx;
+    char *err = NULL, quoted[16];
+    qc_status st;
+
+    if (!require_arg(verb, arg, "light|dark"))
+        return;
+    st = qc_plugin_host_set_color_scheme(s->h, arg, &err);
+    /* On success arg is "light" or "dark" (the library checked it). */
+    snprintf(quoted, sizeof quoted, "\"%s\"", st == QC_OK ? arg : "");
+    serve_result(verb, "colorScheme", st, st == QC_OK ? quoted : NULL, NULL, NULL, err);
+}
+
 static const demo_command serve_commands[] = {
     {"call", serve_cmd_call},       {"visible", serve_cmd_visible},         {"options", serve_cmd_options},
     {"parse", serve_cmd_parse},     {"startup-finished", serve_cmd_startup}, {"unload", serve_cmd_plugin},
-    {"enable", serve_cmd_plugin},   {"disable", serve_cmd_plugin},
+    {"enable", serve_cmd_plugin},   {"disable", serve_cmd_plugin},          {"scheme", serve_cmd_scheme},
 };
 
 static int plugins_serve(const plugins_args *a)
@@ -653,7 +671,8 @@ static int plugins_serve(const plugins_args *a)
     sigset_t wait_mask;
     static const member_map mcp_members[] = {{"url", "url"}, {"env", "env"}, {"headers", "headers"},
                                              {"lockFile", "lockFile"}, {"tools", "tools"}};
-    char cwd_buf[4096], abs_cwd[4096], *list = NULL, *dir = NULL, *err = NULL, *info = NULL;
+    static const member_map views_members[] = {{"views", "views"}, {"panels", "panels"}};
+    char cwd_buf[4096], abs_cwd[4096], *list = NULL, *dir = NULL, *err = NULL, *info = NULL, *views = NULL;
     sbuf line = {0}, mcfg = {0};
     jiter it;
     jspan p;
@@ -693,6 +712,13 @@ static int plugins_serve(const plugins_args *a)
         return plugins_close(s.h, 1);
     }
     sb_free(&mcfg);
+    /* The view server: the plugins' pages with window.pluginHost. */
+    if (!check_status("views_start", qc_plugin_host_views_start(s.h, NULL, &views, &err), &err)) {
+        qc_string_free(info);
+        qc_string_free(dir);
+        qc_string_free(list);
+        return plugins_close(s.h, 1);
+    }
     sb_puts(&line, "{\"event\":\"ready\",\"pluginsDir\":");
     sb_json_str(&line, dir);
     sb_puts(&line, ",\"cwd\":");
@@ -710,9 +736,12 @@ static int plugins_serve(const plugins_args *a)
     }
     sb_puts(&line, "],\"mcp\":{\"serverName\":\"qwen-companion-plugins\"");
     sb_copy_members(&line, js_doc(info), mcp_members, COUNT_OF(mcp_members));
-    sb_puts(&line, "}}");
+    sb_putc(&line, '}');
+    sb_copy_members(&line, js_doc(views), views_members, COUNT_OF(views_members));
+    sb_putc(&line, '}');
     emit_line(&line);
     sb_free(&line);
+    qc_string_free(views);
     qc_string_free(info);
     qc_string_free(list);
     qc_string_free(dir);

@@ -729,6 +729,62 @@ pub unsafe extern "C" fn qc_plugin_host_call_async(
     })
 }
 
+/// Starts a call like `qc_plugin_host_call_async`, for pull mode (hosts
+/// that cannot take a callback on a library thread): its completion is
+/// queued as the event `{"type":"call_done","callId":N,"ok":true,"result":
+/// {"content":[…],"details":…}}` or `{"type":"call_done","callId":N,
+/// "ok":false,"error":{"kind",…}}`, and `*out_call_id` receives `N` (unique
+/// in the process, never 0). Capability requests the plugin makes during
+/// the call are queued as usual, so the host answers them while the call
+/// runs. `QC_REFUSED` when pull mode is not enabled; argument failures as
+/// for `qc_plugin_host_call_async` (nothing is started). Freeing the host
+/// ends a running call without an event.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_call_queued(
+    h: *mut qc_plugin_host,
+    plugin_id: *const c_char,
+    tool: *const c_char,
+    params_json: *const c_char,
+    options_json: *const c_char,
+    out_call_id: *mut u64,
+    error: *mut *mut c_char,
+) -> qc_status {
+    static NEXT_CALL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    value_result(error, out_call_id, || {
+        let e = entry(h)?;
+        if lock(&e.inner.queue).is_none() {
+            return Err(Error::new(
+                Status::Refused,
+                "pull mode is not enabled (qc_plugin_host_enable_events)",
+            ));
+        }
+        let a = call_args(plugin_id, tool, params_json, options_json)?;
+        let id = NEXT_CALL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rt = crate::runtime::acquire()?;
+        let host = e.host.clone();
+        let inner = e.inner.clone();
+        rt.handle().clone().spawn(async move {
+            let r = host
+                .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
+                .await
+                .map(|o| o.to_json());
+            let mut doc = outcome_json(&r);
+            doc["type"] = json!("call_done");
+            doc["callId"] = json!(id);
+            let dispatcher = inner.dispatcher.clone();
+            // The host, the shared state and the runtime reference are
+            // dropped on the callback thread (never on a runtime thread).
+            dispatcher.post(move || {
+                inner.deliver(doc);
+                drop(host);
+                drop(inner);
+                drop(rt);
+            });
+        });
+        Ok(id)
+    })
+}
+
 /// Whether the session action of plugin `plugin_id` shows for the session
 /// folder `cwd` (both borrowed): calls its `sessionAction.visibleTool` with
 /// `{}` and `context.cwd = cwd`, and writes its `details.visible` to `*out`

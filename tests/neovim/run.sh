@@ -489,6 +489,48 @@ else
 fi
 check "no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$TMP/nvim.log"
 
+# --- plugin UI (:QwenPlugin) and cross-session participant (test_extras.lua) -
+# A second headless Neovim with its own HOME, QWEN_HOME and workspace (…/ws,
+# so its participant is `nvim-ws`): the pure logic, the fixture plugins
+# through the real plugin host (queued calls, notifications, configuration,
+# checklist, file card, parser, keybindings, completion; no plugin process
+# left), and the participant against a second participant of the same
+# process (sessions, send, receipts, receive, held → release/deny, refusals,
+# unregister on stop and on VimLeavePre).
+XT="$TMP/x"
+mkdir -p "$XT/ws" "$XT/home" "$XT/qwen-home"
+printf '#include <stdio.h>\nint main(void) {\n    return 42;\n}\n' >"$XT/ws/main.c"
+(
+    cd "$XT/ws" || exit 1
+    exec env HOME="$XT/home" QWEN_HOME="$XT/qwen-home" XDG_CONFIG_HOME="$XT/home/.config" \
+        XDG_DATA_HOME="$XT/home/.local/share" XDG_STATE_HOME="$XT/home/.local/state" \
+        QCNV_TMP="$XT" QCNV_ROOT="$ROOT" QCNV_WS="$XT/ws" QCNV_TIMEOUT="$T" QWEN_COMPANION_LIB="$LIB" \
+        timeout $((T * 8)) "$NVIM" --headless -u NONE -i NONE -n \
+        --cmd "set rtp^=$ROOT/examples/neovim" -c "luafile $HERE/test_extras.lua"
+) >"$XT/nvim.log" 2>&1 </dev/null
+XRC=$?
+if [ -f "$XT/nv-extras.json" ]; then
+    "$PY" - "$XT/nv-extras.json" >"$XT/checks.out" <<'EOF'
+import json, sys
+for name, ok, detail in json.load(open(sys.argv[1], encoding="utf-8"))["checks"]:
+    print(("ok   - " if ok else "FAIL - ") + "extras: " + name)
+    if not ok and detail:
+        print("       " + detail.replace("\n", "\n       ")[:2000])
+EOF
+    cat "$XT/checks.out"
+    PASS=$((PASS + $(grep -c '^ok   - ' "$XT/checks.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL - ' "$XT/checks.out")))
+else
+    fail "extras: the test wrote its results"
+    tail -20 "$XT/nvim.log" | sed 's/^/       /'
+fi
+check "extras: nvim exits 0 ($XRC)" test "$XRC" -eq 0
+check "extras: VimLeavePre unregistered the participant (record gone)" \
+    bash -c '[ -s "$0" ] && [ ! -e "$(cat "$0")" ]' "$XT/nv-extras-record"
+check "extras: no session record left in QWEN_HOME" bash -c '! ls "$0"/sessions/*.json 2>/dev/null | grep -q .' "$XT/qwen-home"
+check "extras: no plugin process left" bash -c '! grep -lsz "PLUGIN_DATA_DIR=$0" /proc/[0-9]*/environ' "$XT/x-plugins/data/"
+check "extras: no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$XT/nvim.log"
+
 # --- the lazy.nvim layout and the vimdoc (tests/neovim/test_lazy.lua) -------
 # A copy of the repository as lazy.nvim clones it: examples/neovim, and the
 # library + bridge the spec's build step writes to target/release.

@@ -337,6 +337,8 @@ PROTOTYPES = {
     ),
     "qc_participant_update_inbound": (c_status, [c_handle, ctypes.c_char_p, ctypes.c_char_p, c_error_out]),
     "qc_participant_ipc_path": (c_status, [c_handle, c_string_out, c_error_out]),
+    "qc_participant_enable_events": (c_status, [c_handle, ctypes.POINTER(ctypes.c_int32), c_error_out]),
+    "qc_participant_next_event": (c_status, [c_handle, c_string_out, c_error_out]),
     "qc_participant_set_log_callback": (
         c_status,
         [c_handle, LOG_FN, ctypes.c_void_p, FREE_FN, ctypes.c_uint32, c_error_out],
@@ -375,6 +377,13 @@ PROTOTYPES = {
         [
             c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
             JSON_FN, ctypes.c_void_p, FREE_FN, c_error_out,
+        ],
+    ),
+    "qc_plugin_host_call_queued": (
+        c_status,
+        [
+            c_handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_uint64), c_error_out,
         ],
     ),
     "qc_plugin_host_visible": (

@@ -5,9 +5,11 @@
 //! own files, reached through its capability) plus, by hash, the injected
 //! `pluginHost` script and the page's own inline `<script>`/`<style>`
 //! elements as written in its file; `connect-src 'self'` (its API);
-//! no `'unsafe-inline'` and no `'unsafe-eval'`, so an inline script the page
-//! did not ship (added by the DOM, an `on…=` attribute, an injection) does
-//! not run. `frame-ancestors 'none'`: editors show pages as top-level
+//! no `'unsafe-inline'` for scripts and no `'unsafe-eval'`, so an inline
+//! script the page did not ship (added by the DOM, an `on…=` attribute, an
+//! injection) does not run. `style="…"` attributes are allowed
+//! (`style-src-attr 'unsafe-inline'`: the desktop app's pages use them, and
+//! CSS cannot run code); `<style>` elements need their hash like scripts. `frame-ancestors 'none'`: editors show pages as top-level
 //! documents (JCEF, a browser tab). `Referrer-Policy: no-referrer` keeps the
 //! capability in the URL from leaking to sites the page links to.
 
@@ -26,9 +28,10 @@ pub fn page_policy(script_hashes: &[String], style_hashes: &[String]) -> String 
         style.push_str(h);
     }
     format!(
-        "default-src 'none'; script-src {script}; style-src {style}; img-src 'self'; \
-         font-src 'self'; connect-src 'self'; media-src 'self'; base-uri 'none'; \
-         form-action 'none'; frame-ancestors 'none'"
+        "default-src 'none'; script-src {script}; style-src {style}; \
+         style-src-attr 'unsafe-inline'; img-src 'self'; font-src 'self'; \
+         connect-src 'self'; media-src 'self'; base-uri 'none'; form-action 'none'; \
+         frame-ancestors 'none'"
     )
 }
 
@@ -69,7 +72,10 @@ mod tests {
         assert!(p.contains("script-src 'self' 'sha256-A';"));
         assert!(p.contains("style-src 'self' 'sha256-B';"));
         assert!(p.contains("connect-src 'self'") && p.contains("frame-ancestors 'none'"));
-        assert!(!p.contains("unsafe"));
+        assert!(!p.contains("unsafe-eval"));
+        let script_src = p.split(';').find(|d| d.trim().starts_with("script-src ")).unwrap();
+        assert!(!script_src.contains("unsafe"));
+        assert!(p.contains("style-src-attr 'unsafe-inline'"));
         let mut h = HeaderMap::new();
         page(&mut h, &p);
         assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");

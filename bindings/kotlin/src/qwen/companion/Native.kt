@@ -130,6 +130,8 @@ interface QcNative : Library {
     fun qc_participant_inbound_settings_json(p: Pointer?, sessionId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_participant_update_inbound(p: Pointer?, sessionId: ByteArray?, settingsJson: ByteArray?, error: PointerByReference?): Int
     fun qc_participant_ipc_path(p: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_participant_enable_events(p: Pointer?, outFd: IntByReference, error: PointerByReference?): Int
+    fun qc_participant_next_event(p: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_participant_set_log_callback(p: Pointer?, cb: LogFn?, userData: Pointer?, freeUserData: FreeFn?, maxLevel: Int, error: PointerByReference?): Int
     fun qc_participant_set_message_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
     fun qc_participant_set_receipt_callback(p: Pointer?, cb: JsonFn?, userData: Pointer?, freeUserData: FreeFn?, error: PointerByReference?): Int
