@@ -4,9 +4,10 @@
 # Suites: Rust (fmt, clippy, unit/integration/header tests), the C demo and
 # ABI tests under ASan, the Python binding + Sublime plugin (pytest, with the
 # official MCP Python SDK), the Kotlin/JNA binding, and the real Qwen Code CLI
-# end-to-end tests (IDE companion, plugin tools through the MCP bridge), and the
-# README's demo command itself. Every suite runs even if an earlier one fails; the script
-# exits non-zero if any failed.
+# end-to-end tests (IDE companion, plugin tools through the MCP bridge), the
+# plugin view server in headless Chromium, and the README's demo command itself.
+# Every suite runs even if an earlier one fails; the script exits non-zero if
+# any failed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -56,6 +57,7 @@ suite e2e-real-cli bash tests/e2e/run_e2e.sh
 suite e2e-real-cli-sublime bash tests/e2e/run_e2e.sh --host sublime
 suite interop-sessions bash tests/interop/run_sessions.sh
 suite e2e-mcp-plugins bash tests/e2e/run_mcp_e2e.sh
+suite views-browser bash tests/views/run_views_browser.sh
 suite demo-smoke bash tests/demo/run_demo_smoke.sh
 
 echo
