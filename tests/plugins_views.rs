@@ -98,15 +98,26 @@ impl Setup {
             .collect();
         self.host.shutdown();
         for pid in pids {
-            // SAFETY: kill with signal 0 only checks whether the pid exists.
             let gone = (0..100).any(|_| {
                 std::thread::sleep(Duration::from_millis(20));
-                unsafe { libc::kill(pid, 0) } != 0
+                !alive(pid)
             });
             assert!(gone, "plugin process {pid} is left");
         }
         drop(self.dir);
     }
+}
+
+/// The process exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.split_whitespace().next() != Some("Z"))
+        })
+        .unwrap_or(false)
 }
 
 fn get_with(port: u16, path: &str, extra: &str) -> Response {
@@ -188,7 +199,10 @@ fn pages_are_listed_served_with_the_script_first_and_strict_headers() {
     assert_eq!(panels.len(), 1);
     assert_eq!(panels[0]["plugin"], PROBE);
     assert_eq!(panels[0]["title"], "Probe Panel");
-    assert!(panels[0]["url"].as_str().unwrap().ends_with("/panel/panel.html"));
+    assert!(panels[0]["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/panel/panel.html"));
     // Every page has its own capability.
     let (a, b, c) = (
         s.cap(TODO, Some("quadrant")),
@@ -199,7 +213,10 @@ fn pages_are_listed_served_with_the_script_first_and_strict_headers() {
 
     let page = s.get(&format!("/v/{b}/probe.html"));
     assert_eq!(page.status, 200);
-    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
     let csp = page.header("content-security-policy").unwrap().to_string();
@@ -207,7 +224,10 @@ fn pages_are_listed_served_with_the_script_first_and_strict_headers() {
     assert!(csp.contains("connect-src 'self'") && !csp.contains("unsafe-eval"));
     let html = page.text();
     let injected = html.find("<script>(function").expect("injected script");
-    assert!(injected < html.find("<meta charset").unwrap(), "the script comes first");
+    assert!(
+        injected < html.find("<meta charset").unwrap(),
+        "the script comes first"
+    );
     assert!(injected < html.find("<script src=\"probe.js\"").unwrap());
     assert!(html.contains(&format!("var BASE = '/api/{b}/';")));
     // The injected script and the page's own inline script/style are
@@ -237,15 +257,27 @@ fn pages_are_listed_served_with_the_script_first_and_strict_headers() {
     let todo = s.get(&format!("/v/{a}/view.html"));
     assert_eq!(todo.status, 200);
     assert!(todo.text().contains("manage_todo_quadrant"));
-    let head = raw_request(
-        s.port(),
-        &format!("HEAD /v/{a}/view.html HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", s.port()),
-        b"",
-    );
-    assert_eq!(head.status, 200);
+    // HEAD: the headers of the page, no body.
+    let mut conn = TcpStream::connect(("127.0.0.1", s.port())).unwrap();
+    write!(
+        conn,
+        "HEAD /v/{a}/view.html HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        s.port()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw
+        .to_ascii_lowercase()
+        .contains("content-security-policy: default-src 'none'"));
+    assert!(raw.ends_with("\r\n\r\n"), "HEAD has no body: {raw}");
     let post = raw_request(
         s.port(),
-        &format!("POST /v/{a}/view.html HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", s.port()),
+        &format!(
+            "POST /v/{a}/view.html HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n",
+            s.port()
+        ),
         b"",
     );
     assert_eq!(post.status, 405);
@@ -260,7 +292,11 @@ fn files_outside_the_plugin_folder_are_never_served() {
     std::fs::write(s.dir.path().join("secret.txt"), "top secret").unwrap();
     std::os::unix::fs::symlink(s.dir.path().join("secret.txt"), root.join("leak.txt")).unwrap();
     std::os::unix::fs::symlink(root.join("probe.css"), root.join("alias.css")).unwrap();
-    assert_eq!(s.get(&format!("/v/{cap}/alias.css")).status, 200, "a symlink inside is fine");
+    assert_eq!(
+        s.get(&format!("/v/{cap}/alias.css")).status,
+        200,
+        "a symlink inside is fine"
+    );
     let outside = [
         "leak.txt",
         "../secret.txt",
@@ -315,10 +351,18 @@ fn a_page_reaches_only_its_own_plugin() {
     ] {
         assert_eq!(s.get(&p).status, 403, "{p}");
     }
-    let r = s.invoke(&wrong, &json!({"toolName": "echo", "params": {"text": "x"}}), "");
+    let r = s.invoke(
+        &wrong,
+        &json!({"toolName": "echo", "params": {"text": "x"}}),
+        "",
+    );
     assert_eq!(r.status, 403);
     // The todo page cannot call the probe's tool (nor any tool but its plugin's).
-    let r = s.invoke(&todo, &json!({"toolName": "echo", "params": {"text": "x"}}), "");
+    let r = s.invoke(
+        &todo,
+        &json!({"toolName": "echo", "params": {"text": "x"}}),
+        "",
+    );
     assert_eq!(r.status, 200);
     let v = json_of(&r);
     assert_eq!(v["kind"], "unknown_tool", "{v}");
@@ -326,12 +370,22 @@ fn a_page_reaches_only_its_own_plugin() {
     // The probe's pushes reach the probe's streams only.
     let probe_stream = Sse::open(s.port(), &probe);
     let todo_stream = Sse::open(s.port(), &todo);
-    let r = s.invoke(&probe, &json!({"toolName": "echo", "params": {"text": "only me"}}), "");
+    let r = s.invoke(
+        &probe,
+        &json!({"toolName": "echo", "params": {"text": "only me"}}),
+        "",
+    );
     assert_eq!(r.status, 200);
     let (e, d) = probe_stream.next(Duration::from_secs(10)).expect("push");
     assert_eq!(e, "push");
-    assert_eq!(d, json!({"channel": "echo", "payload": {"text": "only me"}}));
-    assert!(todo_stream.next(Duration::from_millis(500)).is_none(), "the todo page heard the probe");
+    assert_eq!(
+        d,
+        json!({"channel": "echo", "payload": {"text": "only me"}})
+    );
+    assert!(
+        todo_stream.next(Duration::from_millis(500)).is_none(),
+        "the todo page heard the probe"
+    );
     drop((probe_stream, todo_stream));
     s.finish();
 }
@@ -350,7 +404,11 @@ fn host_origin_and_body_cap_are_checked() {
         let r = s.invoke(&cap, &body, &format!("Origin: {origin}\r\n"));
         assert_eq!(r.status, 403, "{origin}");
     }
-    let r = get_with(s.port(), &format!("/api/{cap}/scheme"), "Origin: http://evil.example\r\n");
+    let r = get_with(
+        s.port(),
+        &format!("/api/{cap}/scheme"),
+        "Origin: http://evil.example\r\n",
+    );
     assert_eq!(r.status, 403);
     for host in ["evil.example", "127.0.0.1:1"] {
         let r = raw_request(
@@ -381,7 +439,10 @@ fn invoke_gives_the_result_or_the_error() {
     );
     let (_, v) = call(json!({"toolName": "fail", "params": {}}));
     assert_eq!(v["kind"], "tool_error");
-    assert!(v["error"].as_str().unwrap().contains("probe failure"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("probe failure"),
+        "{v}"
+    );
     assert!(v.get("content").is_none());
     let (_, v) = call(json!({"toolName": "echo", "params": {}}));
     assert_eq!(v["kind"], "schema", "{v}");
@@ -411,7 +472,10 @@ fn the_scheme_reaches_open_pages_once_per_change() {
     let (e, d) = stream.next(Duration::from_secs(5)).expect("scheme frame");
     assert_eq!((e.as_str(), d), ("scheme", json!({"colorScheme": "dark"})));
     s.server.set_color_scheme(Scheme::Dark);
-    assert!(stream.next(Duration::from_millis(300)).is_none(), "no change, no frame");
+    assert!(
+        stream.next(Duration::from_millis(300)).is_none(),
+        "no change, no frame"
+    );
     assert_eq!(scheme(), "dark");
     assert_eq!(s.server.views_json().unwrap()["colorScheme"], "dark");
     // Keep-alive comments keep a quiet stream open past the idle timeout.
@@ -440,8 +504,10 @@ fn views_follow_the_host_and_notifications_link_their_view() {
     assert_eq!(e.status, qwen_companion::Status::NotFound);
     assert!(e.message.contains("disabled"), "{}", e.message);
     // Its open stream ends.
-    let ended = (0..50).any(|_| stream.next(Duration::from_millis(100)).is_none() && {
-        matches!(stream.rx.try_recv(), Err(mpsc::TryRecvError::Disconnected))
+    let ended = (0..50).any(|_| {
+        stream.next(Duration::from_millis(100)).is_none() && {
+            matches!(stream.rx.try_recv(), Err(mpsc::TryRecvError::Disconnected))
+        }
     });
     assert!(ended, "the disabled plugin's stream stays open");
     s.host.enable(PROBE).unwrap();
@@ -463,10 +529,12 @@ fn views_follow_the_host_and_notifications_link_their_view() {
     let sink = seen.clone();
     s.host.set_capability(
         "show_notification",
-        Some(Arc::new(move |req: &qwen_companion::plugins::host::HostRequest| {
-            sink.lock().unwrap().push(req.params.clone());
-            HostAnswer::Now(Ok(json!({"shown": true})))
-        })),
+        Some(Arc::new(
+            move |req: &qwen_companion::plugins::host::HostRequest| {
+                sink.lock().unwrap().push(req.params.clone());
+                HostAnswer::Now(Ok(json!({"shown": true})))
+            },
+        )),
     );
     let host = s.host.clone();
     let call = move |params: Value| {
@@ -525,7 +593,13 @@ fn last_error_records_a_crash_and_list_carries_the_manifest() {
     });
     assert!(ok, "no lastError after a crash");
     let last = host.last_error("test.crasher").unwrap();
-    assert!(last["message"].as_str().unwrap().contains("exited unexpectedly"), "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited unexpectedly"),
+        "{last}"
+    );
     assert!(last["at"].as_u64().unwrap() > 1_700_000_000_000);
     let list = install::list_json(&plugins).unwrap();
     assert_eq!(list[0]["manifest"]["tools"][0]["name"], "boom");

@@ -509,6 +509,11 @@ static void plugin_bad_handle(qc_plugin_host *h, const char *kind, qc_status wan
     EXPECT_ANY(W("mcp_start"), qc_plugin_host_mcp_start(h, NULL, &err_), QC_INVALID_HANDLE, want2);
     EXPECT_ANY(W("mcp_stop"), qc_plugin_host_mcp_stop(h, &err_), QC_INVALID_HANDLE, want2);
     EXPECT_ANY(W("mcp_info"), qc_plugin_host_mcp_info(h, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("views_start"), qc_plugin_host_views_start(h, NULL, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("views_stop"), qc_plugin_host_views_stop(h, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("views_json"), qc_plugin_host_views_json(h, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("view_url"), qc_plugin_host_view_url(h, "a.b", NULL, &out, &err_), QC_INVALID_HANDLE, want2);
+    EXPECT_ANY(W("set_color_scheme"), qc_plugin_host_set_color_scheme(h, "dark", &err_), QC_INVALID_HANDLE, want2);
 #undef W
     CHECK(out == NULL && vis == -1 && fd == -1, "%s: out-parameter written on failure", kind);
 }
@@ -794,6 +799,45 @@ static void test_plugin_mcp(const char *base)
     CHECK(qc_plugin_host_free(h) == QC_OK, "plugin_host_free(mcp running)");
     CHECK(!file_exists(lockfile), "free removes the lock file");
     EXPECT("mcp_info(freed)", qc_plugin_host_mcp_info(h, &out, &err_), QC_INVALID_HANDLE);
+
+    /* the view server */
+    EXPECT("plugin_host_new(views)", qc_plugin_host_new(cfg, &h, &err_), QC_OK);
+    if (h == NULL)
+        return;
+    EXPECT("views_json(out=NULL)", qc_plugin_host_views_json(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("views_json(not running)", qc_plugin_host_views_json(h, &out, &err_), QC_NOT_RUNNING);
+    EXPECT("view_url(not running)", qc_plugin_host_view_url(h, "a.b", "v", &out, &err_), QC_NOT_RUNNING);
+    EXPECT("views_stop(not running)", qc_plugin_host_views_stop(h, &err_), QC_NOT_RUNNING);
+    EXPECT("set_color_scheme(NULL)", qc_plugin_host_set_color_scheme(h, NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("set_color_scheme(blue)", qc_plugin_host_set_color_scheme(h, "blue", &err_), QC_INVALID_ARGUMENT);
+    EXPECT("set_color_scheme(invalid UTF-8)", qc_plugin_host_set_color_scheme(h, "\xff", &err_), QC_INVALID_UTF8);
+    EXPECT("set_color_scheme(dark, not running)", qc_plugin_host_set_color_scheme(h, "dark", &err_), QC_OK);
+    EXPECT("views_start(invalid JSON)", qc_plugin_host_views_start(h, "{", &out, &err_), QC_INVALID_JSON);
+    EXPECT("views_start(unknown field)", qc_plugin_host_views_start(h, "{\"port\":1}", &out, &err_), QC_INVALID_JSON);
+    EXPECT("views_start(bad scheme)", qc_plugin_host_views_start(h, "{\"colorScheme\":\"x\"}", &out, &err_),
+           QC_INVALID_ARGUMENT);
+    EXPECT("views_start(invalid UTF-8)", qc_plugin_host_views_start(h, "{\"colorScheme\":\"\xff\"}", &out, &err_),
+           QC_INVALID_UTF8);
+    CHECK(out == NULL, "views_start wrote out on failure");
+    EXPECT("views_start(out=NULL allowed)", qc_plugin_host_views_start(h, NULL, NULL, &err_), QC_OK);
+    EXPECT("views_start(again)", qc_plugin_host_views_start(h, NULL, &out, &err_), QC_ALREADY_RUNNING);
+    EXPECT("views_json", qc_plugin_host_views_json(h, &out, &err_), QC_OK);
+    CHECK(out != NULL && strstr(out, "\"colorScheme\":\"dark\"") != NULL && strstr(out, "\"views\":[]") != NULL,
+          "views_json: %s", out ? out : "NULL");
+    qc_string_free(out);
+    out = NULL;
+    EXPECT("view_url(plugin=NULL)", qc_plugin_host_view_url(h, NULL, "v", &out, &err_), QC_NULL_PARAMETER);
+    EXPECT("view_url(out=NULL)", qc_plugin_host_view_url(h, "a.b", "v", NULL, &err_), QC_NULL_PARAMETER);
+    EXPECT("view_url(unknown)", qc_plugin_host_view_url(h, "a.b", NULL, &out, &err_), QC_NOT_FOUND);
+    EXPECT("view_url(invalid UTF-8)", qc_plugin_host_view_url(h, "a.b", "\xfe", &out, &err_), QC_INVALID_UTF8);
+    CHECK(out == NULL, "view_url wrote out on failure");
+    EXPECT("views_stop", qc_plugin_host_views_stop(h, &err_), QC_OK);
+    EXPECT("views_stop(twice)", qc_plugin_host_views_stop(h, &err_), QC_NOT_RUNNING);
+    EXPECT("views_start(after stop)", qc_plugin_host_views_start(h, NULL, &out, &err_), QC_OK);
+    qc_string_free(out);
+    out = NULL;
+    CHECK(qc_plugin_host_free(h) == QC_OK, "plugin_host_free(views running)");
+    EXPECT("views_json(freed)", qc_plugin_host_views_json(h, &out, &err_), QC_INVALID_HANDLE);
 
     /* register / unregister */
     snprintf(bridge, sizeof bridge, "%s/qc-mcp-bridge", base);

@@ -173,6 +173,8 @@ check "serve: ready names the session folder and the plugins" \
     jeval 'd["cwd"]==env["TMP"]+"/session" and "com.example.full" in d["plugins"] and d["pluginsDir"]==env["DIR"]' "$READY"
 check "serve: ready carries the plugin MCP server (url, bearer header, env naming the demo's pid, lock file, tools)" \
     jeval '(lambda m: m["serverName"]=="qwen-companion-plugins" and m["url"].startswith("http://127.0.0.1:") and m["url"].endswith("/mcp") and m["headers"]["Authorization"].startswith("Bearer ") and m["env"]=={"QWEN_COMPANION_PLUGINS_PID": m["lockFile"].rsplit("/",1)[1][:-len(".lock")]} and m["lockFile"].startswith(env["QWEN_HOME"]+"/companion/plugins-mcp/") and "hello_say_hello" in m["tools"] and "plugins-status" in m["tools"])(d["mcp"])' "$READY"
+check "serve: ready carries the view server's views and panels (with their page URLs)" \
+    jeval '(lambda v, p: ("local.todo-quadrant","quadrant") in [(x["plugin"],x["id"]) for x in v] and ("com.example.full","board") in [(x["plugin"],x["id"]) for x in v] and [x["plugin"] for x in p]==["com.example.full"] and all(x["url"].startswith("http://127.0.0.1:") and "/v/" in x["url"] for x in v+p))(d["views"], d["panels"])' "$READY"
 MCP_LOCK=$(client get "$READY" mcp lockFile)
 export MCP_LOCK
 check "serve: the MCP lock file exists" test -f "$MCP_LOCK"
@@ -237,6 +239,10 @@ expect "$S" "serve: a call of the disabled plugin fails disabled" \
 to_peer serve 'enable test.hostile.crash-loop'
 expect "$S" "serve: enable answers ok" 'e["event"]=="result" and e["command"]=="enable" and e["ok"]'
 
+to_peer serve 'scheme dark'
+expect "$S" "serve: scheme dark answered" 'e["event"]=="result" and e["command"]=="scheme" and e["ok"] and e["colorScheme"]=="dark"'
+to_peer serve 'scheme blue'
+expect "$S" "serve: scheme blue refused" 'e["event"]=="result" and e["command"]=="scheme" and not e["ok"] and e["error"]["status"]=="QC_INVALID_ARGUMENT"'
 to_peer serve 'stop'
 wait_exit "$SPID" "$T"
 close_peer serve

@@ -333,6 +333,54 @@ fun pluginTests(h: Harness, root: File) {
         }
     }
 
+    h.test("view server: viewsStart, views, viewUrl, setColorScheme, views_changed, notification view, list manifest") {
+        withHost { host ->
+            host.install(fixture("view-probe"))
+            host.install(fixture("hello"))
+            val probe = "test.view-probe"
+            expectStatus(QcStatus.NOT_RUNNING, "views before start") { host.views() }
+            host.setColorScheme("dark")
+            val events = Collections.synchronizedList(ArrayList<Map<String, Any?>>())
+            host.onEvent { events.add(it) }
+            val seen = AtomicReference<Map<String, Any?>>()
+            host.setCapability("show_notification") { req -> seen.set(req); mapOf("shown" to true) }
+            val info = host.viewsStart()
+            checkEq(info["colorScheme"], "dark", "scheme set before start")
+            @Suppress("UNCHECKED_CAST")
+            val views = info["views"] as List<Map<String, Any?>>
+            checkEq(views.map { Pair(it["plugin"], it["id"]) }, listOf(Pair(probe, "probe")), "views")
+            val url = host.viewUrl(probe, "probe")
+            checkEq(views[0]["url"], url, "viewUrl")
+            check(host.viewUrl(probe).endsWith("/panel/panel.html")) { "panel url" }
+            expectStatus(QcStatus.NOT_FOUND, "no view") { host.viewUrl(probe, "nope") }
+            expectStatus(QcStatus.NOT_FOUND, "no panel") { host.viewUrl("com.example.hello") }
+            expectStatus(QcStatus.INVALID_ARGUMENT, "bad scheme") { host.setColorScheme("blue") }
+            expectStatus(QcStatus.ALREADY_RUNNING, "second start") { host.viewsStart() }
+            val c = java.net.URL(url).openConnection() as java.net.HttpURLConnection
+            checkEq(c.responseCode, 200, "page")
+            val page = c.inputStream.use { String(it.readBytes()) }
+            check(page.indexOf("'pluginHost'") in 0 until page.indexOf("<meta charset")) { "injected first" }
+            check(c.getHeaderField("Content-Security-Policy")?.startsWith("default-src 'none'") == true) { "csp" }
+            c.disconnect()
+            host.setColorScheme("light")
+            checkEq(host.views()["colorScheme"], "light", "scheme")
+            host.disable(probe)
+            eventually(5000, "views_changed") { synchronized(events) { events.any { it["type"] == "views_changed" } } }
+            expectStatus(QcStatus.NOT_FOUND, "disabled") { host.viewUrl(probe, "probe") }
+            host.enable(probe)
+            host.call(probe, "notify", mapOf("viewId" to "probe"))
+            @Suppress("UNCHECKED_CAST")
+            val params = seen.get()["params"] as Map<String, Any?>
+            checkEq(params["view"], mapOf("id" to "probe", "title" to "View Probe", "url" to url), "view link")
+            val listed = host.list().first { it["id"] == probe }
+            @Suppress("UNCHECKED_CAST")
+            checkEq((listed["manifest"] as Map<String, Any?>)["id"], probe, "manifest")
+            check(listed.containsKey("lastError") && listed["lastError"] == null) { "lastError ${listed["lastError"]}" }
+            host.viewsStop()
+            expectStatus(QcStatus.NOT_RUNNING, "stop twice") { host.viewsStop() }
+        }
+    }
+
     h.test("registerMcp / unregisterMcp in a project keep comments; a bad settings file is refused untouched") {
         val project = File(root, "mcp-project")
         val qwen = File(project, ".qwen")

@@ -143,6 +143,11 @@ def test_views_changed_event_and_notification_view(host):
     out = host.call(PROBE, "notify", {"viewId": "probe"})
     assert out["details"]["answer"] == {"shown": True}
     assert seen and seen[0]["params"]["view"] == {"id": "probe", "title": "View Probe", "url": url}
+    # Without a running view server there is no page to link.
+    host.views_stop()
+    host.call(PROBE, "notify", {"viewId": "probe"})
+    assert len(seen) == 2 and "view" not in seen[1]["params"], seen[1]
+    assert seen[1]["params"]["viewId"] == "probe"
 
 
 def test_list_gains_manifest_and_last_error(host, tmp_path):

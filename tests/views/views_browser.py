@@ -72,6 +72,20 @@ class Demo:
                 return doc
         raise AssertionError("no line: " + what)
 
+    def wait_all(self, preds, what, timeout=20):
+        """Waits for one line matching each predicate, in any order (events
+        come from the library's callback thread, results from the main one)."""
+        left = list(preds)
+        end = time.time() + timeout
+        while left and time.time() < end:
+            try:
+                doc = self.lines.get(timeout=max(0.05, end - time.time()))
+            except queue.Empty:
+                break
+            left = [p for p in left if not p(doc)]
+        if left:
+            raise AssertionError("no line: " + what)
+
     def stop(self):
         if self.proc.poll() is None:
             try:
@@ -328,21 +342,24 @@ def main():
         @check("a notification with viewId carries the view's URL")
         def _():
             demo.send('call %s notify {"viewId":"probe"}' % PROBE)
-            req = demo.wait(lambda d: d.get("event") == "host_request", "host_request")
+            got = {}
+            demo.wait_all([lambda d: d.get("event") == "host_request" and got.setdefault("req", d) is d,
+                           lambda d: d.get("event") == "result" and d.get("command") == "call"
+                           and got.setdefault("res", d) is d],
+                          "host_request and the call result")
+            req, res = got["req"], got["res"]
             assert req["params"]["view"] == {"id": "probe", "title": "View Probe", "url": probe_url}, req
-            res = demo.wait(lambda d: d.get("event") == "result" and d.get("command") == "call", "call result")
             assert res.get("ok") is True, res
 
         @check("views follow disable/enable with views_changed")
         def _():
-            demo.send("disable " + PROBE)
-            demo.wait(lambda d: d.get("event") == "views_changed", "views_changed")
-            demo.wait(lambda d: d.get("event") == "result" and d.get("command") == "disable", "disable result")
-            assert http(probe_url)[0] == 404
-            demo.send("enable " + PROBE)
-            demo.wait(lambda d: d.get("event") == "views_changed", "views_changed")
-            demo.wait(lambda d: d.get("event") == "result" and d.get("command") == "enable", "enable result")
-            assert http(probe_url)[0] == 200
+            for verb, status in (("disable", 404), ("enable", 200)):
+                demo.send(verb + " " + PROBE)
+                demo.wait_all([lambda d: d.get("event") == "views_changed",
+                               lambda d, v=verb: d.get("event") == "result" and d.get("command") == v
+                               and d.get("ok") is True],
+                              "views_changed and the %s result" % verb)
+                assert http(probe_url)[0] == status, verb
     finally:
         plugin_pids = [d["pid"] for d in demo.seen if d.get("event") == "plugin_started"]
         if driver is not None:

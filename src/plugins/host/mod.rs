@@ -593,11 +593,25 @@ impl Shared {
             }
             let m = &e.manifest;
             for v in &m.views {
-                out.push(format!("{}\0view\0{}\0{:?}\0{:?}\0{:?}\0{}\0{}", m.id, v.id, v.title,
-                    v.icon, v.width, v.entry, m.root.display()));
+                out.push(format!(
+                    "{}\0view\0{}\0{:?}\0{:?}\0{:?}\0{}\0{}",
+                    m.id,
+                    v.id,
+                    v.title,
+                    v.icon,
+                    v.width,
+                    v.entry,
+                    m.root.display()
+                ));
             }
             if let Some(p) = &m.ui {
-                out.push(format!("{}\0ui\0{:?}\0{}\0{}", m.id, p.title, p.entry, m.root.display()));
+                out.push(format!(
+                    "{}\0ui\0{:?}\0{}\0{}",
+                    m.id,
+                    p.title,
+                    p.entry,
+                    m.root.display()
+                ));
             }
         }
         out.sort();

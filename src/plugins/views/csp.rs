@@ -73,7 +73,10 @@ mod tests {
         assert!(p.contains("style-src 'self' 'sha256-B';"));
         assert!(p.contains("connect-src 'self'") && p.contains("frame-ancestors 'none'"));
         assert!(!p.contains("unsafe-eval"));
-        let script_src = p.split(';').find(|d| d.trim().starts_with("script-src ")).unwrap();
+        let script_src = p
+            .split(';')
+            .find(|d| d.trim().starts_with("script-src "))
+            .unwrap();
         assert!(!script_src.contains("unsafe"));
         assert!(p.contains("style-src-attr 'unsafe-inline'"));
         let mut h = HeaderMap::new();

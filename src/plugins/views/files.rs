@@ -144,8 +144,14 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("secret.txt"), root.join("out.txt")).unwrap();
         std::os::unix::fs::symlink(root.join("sub/a.css"), root.join("in.css")).unwrap();
         assert!(resolve(&root, "sub/a.css").is_some());
-        assert!(resolve(&root, "in.css").is_some(), "a symlink inside is fine");
-        assert!(resolve(&root, "out.txt").is_none(), "a symlink out is refused");
+        assert!(
+            resolve(&root, "in.css").is_some(),
+            "a symlink inside is fine"
+        );
+        assert!(
+            resolve(&root, "out.txt").is_none(),
+            "a symlink out is refused"
+        );
         assert!(resolve(&root, "sub").is_none(), "a folder is not a file");
         assert!(resolve(&root, "sub/%2e%2e/%2e%2e/secret.txt").is_none());
         assert!(resolve(&root, "missing").is_none());

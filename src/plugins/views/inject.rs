@@ -156,10 +156,15 @@ pub fn inline_hashes(html: &str) -> (Vec<String>, Vec<String>) {
             let Some(stop) = find_ci(html, &close, end) else {
                 break;
             };
-            let has_src = name == "script" && find_ci(attrs, "src", 0).is_some_and(|i| {
-                let before = if i == 0 { b' ' } else { attrs.as_bytes()[i - 1] };
-                before.is_ascii_whitespace()
-            });
+            let has_src = name == "script"
+                && find_ci(attrs, "src", 0).is_some_and(|i| {
+                    let before = if i == 0 {
+                        b' '
+                    } else {
+                        attrs.as_bytes()[i - 1]
+                    };
+                    before.is_ascii_whitespace()
+                });
             if !has_src {
                 out.push(csp_hash(&html[end..stop]));
             }
@@ -177,7 +182,10 @@ mod tests {
     fn injected_first_in_head() {
         let s = "X";
         assert_eq!(
-            inject("<!doctype html><html><HEAD lang=x><script>own()</script></head>", s),
+            inject(
+                "<!doctype html><html><HEAD lang=x><script>own()</script></head>",
+                s
+            ),
             "<!doctype html><html><HEAD lang=x><script>X</script><script>own()</script></head>"
         );
         assert_eq!(
@@ -188,7 +196,10 @@ mod tests {
             inject("<!DOCTYPE html>\n<script>a</script>", s),
             "<!DOCTYPE html><script>X</script>\n<script>a</script>"
         );
-        assert_eq!(inject("<p>hi<script>a</script>", s), "<script>X</script><p>hi<script>a</script>");
+        assert_eq!(
+            inject("<p>hi<script>a</script>", s),
+            "<script>X</script><p>hi<script>a</script>"
+        );
     }
 
     #[test]
@@ -199,7 +210,10 @@ mod tests {
         assert_eq!(scripts, vec![csp_hash("one()"), csp_hash("two()")]);
         assert_eq!(styles, vec![csp_hash("a{}")]);
         // The known value of an empty script (CSP level 2 examples).
-        assert_eq!(csp_hash(""), "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='");
+        assert_eq!(
+            csp_hash(""),
+            "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+        );
     }
 
     #[test]

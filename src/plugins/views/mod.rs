@@ -193,8 +193,9 @@ impl State {
             }
         }
         if dropped > 0 {
-            self.logger
-                .warn(|| format!("views: {dropped} page stream(s) too slow; a message was dropped"));
+            self.logger.warn(|| {
+                format!("views: {dropped} page stream(s) too slow; a message was dropped")
+            });
         }
     }
 
@@ -257,7 +258,11 @@ impl HostListener for Listener {
         let Some(state) = self.0.upgrade() else {
             return;
         };
-        let Some(view_id) = params.get("viewId").and_then(Value::as_str).map(str::to_string) else {
+        let Some(view_id) = params
+            .get("viewId")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
             return;
         };
         let key = PageKey::View(view_id.clone());

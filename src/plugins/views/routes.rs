@@ -140,15 +140,17 @@ async fn handle(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
 async fn serve_file(cap: &str, page: &pages::Page, rest: &str, head: bool) -> Response {
     let root = page.root.clone();
     let rest = rest.to_string();
-    let read = tokio::task::spawn_blocking(move || -> Result<(std::path::PathBuf, Vec<u8>), StatusCode> {
-        let path = files::resolve(&root, &rest).ok_or(StatusCode::NOT_FOUND)?;
-        let meta = std::fs::metadata(&path).map_err(|_| StatusCode::NOT_FOUND)?;
-        if meta.len() > files::MAX_FILE_BYTES {
-            return Err(StatusCode::PAYLOAD_TOO_LARGE);
-        }
-        let bytes = std::fs::read(&path).map_err(|_| StatusCode::NOT_FOUND)?;
-        Ok((path, bytes))
-    })
+    let read = tokio::task::spawn_blocking(
+        move || -> Result<(std::path::PathBuf, Vec<u8>), StatusCode> {
+            let path = files::resolve(&root, &rest).ok_or(StatusCode::NOT_FOUND)?;
+            let meta = std::fs::metadata(&path).map_err(|_| StatusCode::NOT_FOUND)?;
+            if meta.len() > files::MAX_FILE_BYTES {
+                return Err(StatusCode::PAYLOAD_TOO_LARGE);
+            }
+            let bytes = std::fs::read(&path).map_err(|_| StatusCode::NOT_FOUND)?;
+            Ok((path, bytes))
+        },
+    )
     .await
     .unwrap_or(Err(StatusCode::INTERNAL_SERVER_ERROR));
     let (path, bytes) = match read {
@@ -175,7 +177,11 @@ async fn serve_file(cap: &str, page: &pages::Page, rest: &str, head: bool) -> Re
         )
     };
     let len = body.len();
-    let mut r = Response::new(if head { Body::empty() } else { Body::from(body) });
+    let mut r = Response::new(if head {
+        Body::empty()
+    } else {
+        Body::from(body)
+    });
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
@@ -193,7 +199,12 @@ async fn invoke(state: &Arc<State>, plugin: &str, req: Request) -> Response {
         Ok(b) => b,
         Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large"),
     };
-    let bad = |m: String| json_response(StatusCode::BAD_REQUEST, &json!({"error": m, "kind": "request"}));
+    let bad = |m: String| {
+        json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"error": m, "kind": "request"}),
+        )
+    };
     let body: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => return bad(format!("the request body is not JSON: {e}")),
@@ -218,21 +229,27 @@ async fn invoke(state: &Arc<State>, plugin: &str, req: Request) -> Response {
 /// `GET events`: the page's SSE stream.
 fn events(state: &Arc<State>, plugin: &str, key: &PageKey) -> Response {
     let Some(rx) = state.open_stream(plugin, key) else {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "Too many open page streams");
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Too many open page streams",
+        );
     };
     let mut ticker = tokio::time::interval(state.keep_alive);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stream = futures_util::stream::unfold((rx, ticker, true), |(mut rx, mut ticker, first)| async move {
-        if first {
-            // The first tick of an interval fires at once.
-            ticker.tick().await;
-        }
-        let chunk = tokio::select! {
-            m = rx.recv() => m?,
-            _ = ticker.tick() => ": keep-alive\n\n".to_string(),
-        };
-        Some((Ok::<_, Infallible>(chunk), (rx, ticker, false)))
-    });
+    let stream = futures_util::stream::unfold(
+        (rx, ticker, true),
+        |(mut rx, mut ticker, first)| async move {
+            if first {
+                // The first tick of an interval fires at once.
+                ticker.tick().await;
+            }
+            let chunk = tokio::select! {
+                m = rx.recv() => m?,
+                _ = ticker.tick() => ": keep-alive\n\n".to_string(),
+            };
+            Some((Ok::<_, Infallible>(chunk), (rx, ticker, false)))
+        },
+    );
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();
     h.insert(
