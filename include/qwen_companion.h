@@ -500,16 +500,22 @@ qc_status qc_plugin_host_mcp_stop(qc_plugin_host *h, char **error);
  * `*out_json` (owned; free with `qc_string_free`) receives what a client
  * of the running server needs:
  * `{"url":"http://127.0.0.1:PORT/mcp","port":PORT,
- *   "headers":{"Authorization":"Bearer TOKEN"},"env":{},
+ *   "headers":{"Authorization":"Bearer TOKEN"},
+ *   "env":{"QWEN_COMPANION_PLUGINS_PID":"PID"},
  *   "lockFile":PATH,"serverName":"qwen-companion-plugins",
  *   "tools":[MCP tool names, as `tools/list` gives them now],
  *   "sessions":N}`.
- * `env` is always empty: Qwen Code reaches the server through the
- * `qc-mcp-bridge` entry (`qc_mcp_register`), which reads the lock file, so
- * a terminal needs no variable. The token is a secret: give it only to a
- * client you start yourself. `QC_NOT_RUNNING` when the server does not run.
+ * `env` is what the terminals the IDE starts should carry: Qwen Code
+ * reaches the server through the `qc-mcp-bridge` entry
+ * (`qc_mcp_register`), which reads the lock file, so a terminal needs no
+ * variable to find *an* IDE of its folder; with `env` the bridge of a
+ * `qwen` in this IDE's terminal picks this IDE's server first even when
+ * another IDE is open on the same folder. It holds no secret. The token
+ * is a secret: give it only to a client you start yourself. `QC_NOT_RUNNING` when the server does not run.
  */
-qc_status qc_plugin_host_mcp_info(const qc_plugin_host *h, char **out_json, char **error);
+qc_status qc_plugin_host_mcp_info(const qc_plugin_host *h,
+                                  char **out_json,
+                                  char **error);
 
 /**
  * Adds (or replaces) the `qwen-companion-plugins` entry of Qwen Code's

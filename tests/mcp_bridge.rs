@@ -148,7 +148,11 @@ fn post_stream(c: &Client, msg: &Value) -> std::sync::mpsc::Receiver<Value> {
     std::thread::spawn(move || {
         for line in BufReader::new(s).lines() {
             let Ok(line) = line else { return };
-            if let Some(data) = line.strip_prefix("data:") {
+            // An SSE event, or a whole `application/json` answer (one line).
+            let data = line
+                .strip_prefix("data:")
+                .or_else(|| line.starts_with('{').then_some(&line[..]));
+            if let Some(data) = data {
                 if let Ok(v) = serde_json::from_str::<Value>(data.trim()) {
                     if tx.send(v).is_err() {
                         return;
@@ -272,6 +276,8 @@ fn ui_push_becomes_progress() {
     let r = c.post(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "todo_push", "arguments": {}, "_meta": {"progressToken": "tok-1"}}}));
     assert_eq!(r.status, 200);
+    // Progress needs a stream; without a token the answer is one JSON body.
+    assert!(r.header("content-type").unwrap().starts_with("text/event-stream"));
     let msgs = r.messages();
     let progress: Vec<&Value> = msgs
         .iter()
@@ -290,6 +296,7 @@ fn ui_push_becomes_progress() {
     // Without a token: no progress, same result.
     let r = c.post(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "todo_push", "arguments": {}}}));
+    assert_eq!(r.header("content-type"), Some("application/json"));
     let msgs = r.messages();
     assert!(msgs.iter().all(|m| m["method"] != "notifications/progress"));
     assert_eq!(

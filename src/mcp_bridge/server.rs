@@ -38,10 +38,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use once_cell::sync::Lazy;
 use rmcp::model::{
@@ -567,7 +568,135 @@ fn router(
     Router::new()
         .route_service("/mcp", service)
         .fallback(|| async { (StatusCode::NOT_FOUND, "Not Found") })
+        // Runs after the guard (layers wrap outwards).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            direct_json,
+        ))
         .layer(axum::middleware::from_fn_with_state(state, http_guard))
+}
+
+/// A `tools/call` this layer answers itself: its JSON-RPC id (as sent and
+/// as rmcp's type) and its parameters.
+struct JsonCall {
+    raw_id: Value,
+    id: RequestId,
+    params: CallToolRequestParams,
+}
+
+/// The POST body as a single `tools/call` request without a
+/// `progressToken` (a request asking for progress needs an SSE answer:
+/// rmcp and [`Direct`] serve it), else `None`.
+fn json_call(body: &[u8]) -> Option<JsonCall> {
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let o = v.as_object_mut()?;
+    if o.get("jsonrpc")?.as_str()? != "2.0" || o.get("method")?.as_str()? != "tools/call" {
+        return None;
+    }
+    let raw_id = o.get("id")?.clone();
+    if !(raw_id.is_string() || raw_id.is_i64() || raw_id.is_u64()) {
+        return None;
+    }
+    let params = o.remove("params")?;
+    if params.pointer("/_meta/progressToken").is_some() {
+        return None;
+    }
+    Some(JsonCall {
+        id: serde_json::from_value(raw_id.clone()).ok()?,
+        params: serde_json::from_value(params).ok()?,
+        raw_id,
+    })
+}
+
+/// True when the client takes `application/json` answers (a Streamable
+/// HTTP client must accept both it and `text/event-stream`).
+fn accepts_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.split(';').next().unwrap_or("").trim();
+            t.eq_ignore_ascii_case("application/json") || t == "*/*"
+        })
+}
+
+/// The fastest path of the hot request: a `tools/call` without a
+/// `progressToken` of a session that finished its handshake (and whose
+/// `roots/list` answer, if it offers roots, is cached) is answered
+/// here, after the guard, with one `application/json` response (which the
+/// Streamable HTTP transport allows for any request) — no rmcp request
+/// parsing, no session worker, no SSE stream. Everything else (and any
+/// body this layer cannot read as such a call) goes on to rmcp unchanged.
+/// The call is the one [`ServerState::run_call`] makes for the other
+/// paths; `notifications/cancelled` reaches it through [`Direct`], and a
+/// client that closes the connection gives it up (the host abandons it).
+async fn direct_json(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST || !accepts_json(req.headers()) {
+        return next.run(req).await;
+    }
+    let Some(sid) = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+    else {
+        return next.run(req).await;
+    };
+    // The session's peer, and only when the call's cwd needs no
+    // `roots/list` question first: that request travels on the call's own
+    // SSE stream, which a JSON answer does not have.
+    let peer = state.sessions.lock().get(&sid).and_then(|e| {
+        let peer = e.data.peer.clone()?;
+        #[allow(deprecated)]
+        let asks_roots = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        (!asks_roots || e.data.root.is_some()).then_some(peer)
+    });
+    let Some(peer) = peer else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, state.policy.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+    };
+    let Some(call) = json_call(&bytes) else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    let key = (sid.clone(), call.id);
+    let cancel = CancellationToken::new();
+    lock(&state.direct_calls).insert(key.clone(), cancel.clone());
+    let slot = DirectSlot(state.clone(), key);
+    let outcome = state
+        .run_call(
+            &peer,
+            Some(&sid),
+            call.params,
+            None,
+            Progress::Peer(peer.clone()),
+            &cancel,
+        )
+        .await;
+    drop(slot);
+    let answer = match outcome {
+        Some(result) => match serde_json::to_value(&result) {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": call.raw_id, "result": result}),
+            Err(e) => json!({"jsonrpc": "2.0", "id": call.raw_id,
+                "error": {"code": -32603, "message": format!("cannot encode the result: {e}")}}),
+        },
+        None => json!({"jsonrpc": "2.0", "id": call.raw_id,
+            "error": {"code": -32800, "message": "the call was cancelled"}}),
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
 }
 
 /// The shared loopback checks and the session lifecycle

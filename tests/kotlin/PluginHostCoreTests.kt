@@ -86,7 +86,8 @@ fun intellijPluginHostTests(h: Harness, root: File, libPath: String?) {
             val lockFile = File(info["lockFile"] as String)
             check(lockFile.isFile && lockFile.parentFile.path == s.mcpLockDir) { "lock file $lockFile" }
             check(lockFile.readText().contains(project.path)) { "workspacePaths in ${lockFile.readText()}" }
-            checkEq(m.terminalEnv(), emptyMap<String, String>(), "terminal env (the bridge needs none)")
+            checkEq(m.terminalEnv(), mapOf("QWEN_COMPANION_PLUGINS_PID" to ProcessHandle.current().pid().toString()),
+                "terminal env (names this IDE for the bridge)")
             val installed = File(s.bridgeDir, BridgeInstaller.NAME)
             check(installed.canExecute()) { "bridge copy $installed" }
             val reg = m.registration!!

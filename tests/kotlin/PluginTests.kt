@@ -291,7 +291,7 @@ fun pluginTests(h: Harness, root: File) {
             val port = (info["port"] as Number).toInt()
             checkEq(info["url"], "http://127.0.0.1:$port/mcp", "url")
             checkEq(info["serverName"], "qwen-companion-plugins", "serverName")
-            checkEq(info["env"], emptyMap<String, Any?>(), "env")
+            checkEq(info["env"], mapOf("QWEN_COMPANION_PLUGINS_PID" to ProcessHandle.current().pid().toString()), "env")
             @Suppress("UNCHECKED_CAST")
             val tools = info["tools"] as List<Any?>
             check(tools.contains("hello_say_hello") && tools.contains("plugins-status")) { "tools $tools" }
