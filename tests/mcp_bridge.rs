@@ -277,7 +277,10 @@ fn ui_push_becomes_progress() {
         "params": {"name": "todo_push", "arguments": {}, "_meta": {"progressToken": "tok-1"}}}));
     assert_eq!(r.status, 200);
     // Progress needs a stream; without a token the answer is one JSON body.
-    assert!(r.header("content-type").unwrap().starts_with("text/event-stream"));
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
     let msgs = r.messages();
     let progress: Vec<&Value> = msgs
         .iter()

@@ -315,9 +315,23 @@ impl Session {
     /// One `tools/call` of `tool` with `{"text": text}`; checks that the result is not an error
     /// and is exactly the text. Returns (to the JSON-RPC response, to the end of the response).
     pub fn echo(&mut self, tool: &str, text: &str) -> Result<(Duration, Duration), String> {
+        self.echo_with(tool, text, false)
+    }
+
+    /// [`Session::echo`]; `progress`: the request carries `_meta.progressToken`, as Qwen
+    /// Code's calls do (it passes `onprogress`), so the server answers with an SSE stream.
+    pub fn echo_with(
+        &mut self,
+        tool: &str,
+        text: &str,
+        progress: bool,
+    ) -> Result<(Duration, Duration), String> {
         let id = self.take_id();
-        let msg = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-            "params":{"name": tool, "arguments": {"text": text}}});
+        let mut params = json!({"name": tool, "arguments": {"text": text}});
+        if progress {
+            params["_meta"] = json!({"progressToken": format!("p{id}")});
+        }
+        let msg = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params": params});
         let t0 = Instant::now();
         let r = self
             .post(&msg, Some(id))
