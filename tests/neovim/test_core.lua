@@ -17,50 +17,8 @@ local STEP_TIMEOUT_MS = tonumber(os.getenv('QCNV_TIMEOUT') or '30') * 1000
 local PLUGINS = T .. '/plugins'
 local SETTINGS = QH .. '/settings.json'
 
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, detail ~= nil and vim.inspect(detail) or '' }
-end
-
-local function write_json(path, data)
-  local f = assert(io.open(path .. '.tmp', 'w'))
-  f:write(vim.fn.json_encode(data))
-  f:close()
-  assert(os.rename(path .. '.tmp', path))
-end
-
-local function emit(phase, data)
-  data = data or {}
-  data.checks = checks
-  checks = {}
-  write_json(T .. '/nv-core-' .. phase .. '.json', data)
-end
-
-local function exists(path)
-  return uv.fs_stat(path) ~= nil
-end
-
-local function go(name)
-  return function()
-    return exists(T .. '/go-core-' .. name)
-  end
-end
-
-local function read(path)
-  local f = io.open(path, 'rb')
-  if not f then
-    return nil
-  end
-  local s = f:read('*a')
-  f:close()
-  return s
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, 'wb'))
-  f:write(text)
-  f:close()
-end
+local P = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/phases.lua')(T, 'nv-core-', 'go-core-')
+local check, write_json, emit, exists, go, read, write = P.check, P.write_json, P.emit, P.exists, P.go, P.read, P.write
 
 local function has(text, needle)
   return type(text) == 'string' and text:find(needle, 1, true) ~= nil
@@ -350,7 +308,7 @@ end)
 local i, waited = 0, 0
 local function fail_and_quit(msg)
   check(msg, false)
-  write_json(T .. '/nv-error.json', { checks = checks }) -- run.sh's phase() stops on it
+  write_json(T .. '/nv-error.json', { checks = P.pending }) -- run.sh's phase() stops on it
   vim.cmd('cquit 1')
 end
 

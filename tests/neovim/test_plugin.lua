@@ -21,44 +21,8 @@ local NEW = WS .. '/new.txt'
 local OTHER = WS .. '/other.txt'
 local PROPOSAL_1 = '#include <stdio.h>\nint main(void) {\n    return 0;\n}\n'
 
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, detail ~= nil and vim.inspect(detail) or '' }
-end
-
-local function write_json(path, data)
-  local f = assert(io.open(path .. '.tmp', 'w'))
-  f:write(vim.fn.json_encode(data))
-  f:close()
-  assert(os.rename(path .. '.tmp', path))
-end
-
-local function emit(phase, data)
-  data = data or {}
-  data.checks = checks
-  checks = {}
-  write_json(T .. '/nv-' .. phase .. '.json', data)
-end
-
-local function exists(path)
-  return uv.fs_stat(path) ~= nil
-end
-
-local function go(name)
-  return function()
-    return exists(T .. '/go-' .. name)
-  end
-end
-
-local function read(path)
-  local f = io.open(path, 'rb')
-  if not f then
-    return nil
-  end
-  local s = f:read('*a')
-  f:close()
-  return s
-end
+local P = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/phases.lua')(T, 'nv-', 'go-')
+local check, write_json, emit, exists, go, read = P.check, P.write_json, P.emit, P.exists, P.go, P.read
 
 local qc -- the plugin module
 local capi -- qwen_companion.capi
