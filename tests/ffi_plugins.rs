@@ -4,7 +4,7 @@
 //! of its plugins directory left (scanned in /proc by the data-dir variable
 //! every plugin process inherits, plus the runtime's instance tag).
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::TempDir;
+use sessions_util::{cs, take, TempDir};
 
 #[path = "plugins_runtime/util.rs"]
 mod runtime_util;
@@ -28,17 +28,6 @@ fn fixture(name: &str) -> String {
 /// (every plugin process inherits `PLUGIN_DATA_DIR=<dir>/data/<id>`).
 fn plugin_processes(dir: &Path) -> Vec<i32> {
     runtime_util::pids_with_env(&format!("PLUGIN_DATA_DIR={}/data/", dir.display()))
-}
-
-fn cs(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-fn take(s: *mut c_char) -> String {
-    assert!(!s.is_null());
-    let out = unsafe { CStr::from_ptr(s) }.to_str().unwrap().to_string();
-    unsafe { qc_string_free(s) };
-    out
 }
 
 fn take_json(s: *mut c_char) -> Value {

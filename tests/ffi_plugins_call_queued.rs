@@ -2,28 +2,16 @@
 //! event, so a host without callbacks (Neovim's LuaJIT) keeps its loop
 //! running — and answers the plugin's capability requests — during the call.
 
-use std::ffi::{c_char, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::TempDir;
+use sessions_util::{cs, take, TempDir};
 
 #[path = "plugins_runtime/util.rs"]
 mod runtime_util;
 mod sessions_util;
-
-fn cs(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-fn take(s: *mut c_char) -> String {
-    assert!(!s.is_null());
-    let out = unsafe { CStr::from_ptr(s) }.to_str().unwrap().to_string();
-    unsafe { qc_string_free(s) };
-    out
-}
 
 fn new_host(dir: &TempDir) -> *mut qc_plugin_host {
     let cfg = json!({

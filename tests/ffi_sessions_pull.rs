@@ -5,43 +5,13 @@
 
 mod sessions_util;
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::c_char;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::TempDir;
-
-fn take(s: *mut c_char) -> String {
-    assert!(!s.is_null());
-    let out = unsafe { CStr::from_ptr(s) }.to_str().unwrap().to_string();
-    unsafe { qc_string_free(s) };
-    out
-}
-
-fn cs(s: &str) -> CString {
-    CString::new(s).unwrap()
-}
-
-fn new_participant(home: &TempDir, extra: Value) -> *mut qc_participant {
-    let mut cfg = json!({
-        "qwenHome": home.path(),
-        "runtimeDir": home.path().join("rt"),
-        "sweepSockets": false,
-        "cleanupAtExit": false,
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    let cfg = cs(&cfg.to_string());
-    let mut p = null_mut();
-    assert_eq!(
-        unsafe { qc_participant_new(cfg.as_ptr(), &mut p, null_mut()) },
-        QC_OK
-    );
-    p
-}
+use sessions_util::{cs, new_participant, take, TempDir};
 
 fn json_out(f: impl FnOnce(*mut *mut c_char, *mut *mut c_char) -> qc_status) -> Value {
     let mut out = null_mut();

@@ -318,7 +318,7 @@ fn call_options(ptr: *const c_char) -> Result<CallOptions> {
     })
 }
 
-/// The arguments of `_call` and `_call_async`, checked before anything runs.
+/// The arguments of `_call`, `_call_async` and `_call_queued`, checked before anything runs.
 struct CallArgs {
     plugin: String,
     tool: String,
@@ -702,31 +702,43 @@ pub unsafe extern "C" fn qc_plugin_host_call_async(
             return Err(Error::new(Status::NullParameter, "on_done is NULL"));
         };
         let a = call_args(plugin_id, tool, params_json, options_json)?;
-        let rt = crate::runtime::acquire()?;
         let ud = UserData::new(user_data, free_user_data);
-        let host = e.host.clone();
-        let inner = e.inner.clone();
-        rt.handle().clone().spawn(async move {
-            let r = host
-                .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
-                .await
-                .map(|o| o.to_json());
-            let doc = outcome_json(&r).to_string();
-            let dispatcher = inner.dispatcher.clone();
-            // The host, the shared state and the runtime reference are
-            // dropped on the callback thread (never on a runtime thread).
-            dispatcher.post(move || {
-                let json = callback_cstring(&doc);
-                // SAFETY: host callback with its own user_data; the string lives for the call.
-                unsafe { f(ud.ptr(), json.as_ptr()) };
-                drop(ud);
-                drop(host);
-                drop(inner);
-                drop(rt);
-            });
-        });
-        Ok(())
+        spawn_call(&e, a, move |_, doc| {
+            let json = callback_cstring(&doc.to_string());
+            // SAFETY: host callback with its own user_data; the string lives for the call.
+            unsafe { f(ud.ptr(), json.as_ptr()) };
+            drop(ud);
+        })
     })
+}
+
+/// Runs a checked call on the runtime and hands its outcome
+/// (`outcome_json`) to `done` on the host's callback thread, where the
+/// host, the shared state and the runtime reference are dropped too (never
+/// on a runtime thread).
+fn spawn_call(
+    e: &HostEntry,
+    a: CallArgs,
+    done: impl FnOnce(&Inner, Value) + Send + 'static,
+) -> Result<()> {
+    let rt = crate::runtime::acquire()?;
+    let host = e.host.clone();
+    let inner = e.inner.clone();
+    rt.handle().clone().spawn(async move {
+        let r = host
+            .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
+            .await
+            .map(|o| o.to_json());
+        let doc = outcome_json(&r);
+        let dispatcher = inner.dispatcher.clone();
+        dispatcher.post(move || {
+            done(&inner, doc);
+            drop(host);
+            drop(inner);
+            drop(rt);
+        });
+    });
+    Ok(())
 }
 
 /// Starts a call like `qc_plugin_host_call_async`, for pull mode (hosts
@@ -760,27 +772,11 @@ pub unsafe extern "C" fn qc_plugin_host_call_queued(
         }
         let a = call_args(plugin_id, tool, params_json, options_json)?;
         let id = NEXT_CALL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let rt = crate::runtime::acquire()?;
-        let host = e.host.clone();
-        let inner = e.inner.clone();
-        rt.handle().clone().spawn(async move {
-            let r = host
-                .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
-                .await
-                .map(|o| o.to_json());
-            let mut doc = outcome_json(&r);
+        spawn_call(&e, a, move |inner, mut doc| {
             doc["type"] = json!("call_done");
             doc["callId"] = json!(id);
-            let dispatcher = inner.dispatcher.clone();
-            // The host, the shared state and the runtime reference are
-            // dropped on the callback thread (never on a runtime thread).
-            dispatcher.post(move || {
-                inner.deliver(doc);
-                drop(host);
-                drop(inner);
-                drop(rt);
-            });
-        });
+            inner.deliver(doc);
+        })?;
         Ok(id)
     })
 }

@@ -668,10 +668,7 @@ async fn direct_json(State(state): State<Arc<ServerState>>, req: Request, next: 
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     };
-    let key = (sid.clone(), call.id);
-    let cancel = CancellationToken::new();
-    lock(&state.direct_calls).insert(key.clone(), cancel.clone());
-    let slot = DirectSlot(state.clone(), key);
+    let (slot, cancel) = DirectSlot::register(state.clone(), sid.clone(), call.id);
     let outcome = state
         .run_call(
             &peer,
@@ -878,8 +875,19 @@ impl ServerState {
 /// ends it. Everything else goes to rmcp.
 struct Direct(Weak<ServerState>);
 
-/// Removes a direct call from the table when it ends (even by drop).
+/// A direct call's entry in the table (what its `notifications/cancelled`
+/// cancels), removed when the call ends (even by drop).
 struct DirectSlot(Arc<ServerState>, (String, RequestId));
+
+impl DirectSlot {
+    /// Registers the call `id` of session `sid`; returns its entry and the
+    /// token a cancellation fires.
+    fn register(state: Arc<ServerState>, sid: String, id: RequestId) -> (Self, CancellationToken) {
+        let cancel = CancellationToken::new();
+        lock(&state.direct_calls).insert((sid.clone(), id.clone()), cancel.clone());
+        (DirectSlot(state, (sid, id)), cancel)
+    }
+}
 
 impl Drop for DirectSlot {
     fn drop(&mut self) {
@@ -921,14 +929,11 @@ impl DirectRequests for Direct {
         };
         let params = call.params;
         let sid = session.to_string();
-        let key = (sid.clone(), id.clone());
-        let cancel = CancellationToken::new();
-        lock(&state.direct_calls).insert(key.clone(), cancel.clone());
+        let rt = state.rt.clone();
+        let (slot, cancel) = DirectSlot::register(state, sid.clone(), id.clone());
         // Room for the progress queue and the answer.
         let (tx, rx) = mpsc::channel(PROGRESS_QUEUE + 1);
-        let rt = state.rt.clone();
         rt.spawn(async move {
-            let slot = DirectSlot(state, key);
             let state = &slot.0;
             let outcome = tokio::select! {
                 r = state.run_call(&peer, Some(&sid), params, token,

@@ -219,3 +219,51 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+// ---------------------------------------------------------------- C ABI helpers
+
+/// A C string for a borrowed argument.
+pub fn cs(s: &str) -> std::ffi::CString {
+    std::ffi::CString::new(s).unwrap()
+}
+
+/// Takes ownership of a library string (non-NULL) and frees it.
+pub fn take(s: *mut std::ffi::c_char) -> String {
+    assert!(!s.is_null());
+    let out = unsafe { std::ffi::CStr::from_ptr(s) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    unsafe { qwen_companion::ffi::qc_string_free(s) };
+    out
+}
+
+/// A `qc_participant` isolated in `home` (no socket sweep, no exit
+/// cleanup), with the `extra` config keys on top; the library's message
+/// when it refuses.
+pub fn new_participant(home: &TempDir, extra: Value) -> *mut qwen_companion::ffi::qc_participant {
+    let mut cfg = json!({
+        "qwenHome": home.path(),
+        "runtimeDir": home.path().join("rt"),
+        "sweepSockets": false,
+        "cleanupAtExit": false,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
+    let cfg = cs(&cfg.to_string());
+    let mut p = std::ptr::null_mut();
+    let mut err = std::ptr::null_mut();
+    let rc = unsafe { qwen_companion::ffi::qc_participant_new(cfg.as_ptr(), &mut p, &mut err) };
+    assert_eq!(
+        rc,
+        qwen_companion::ffi::QC_OK,
+        "{}",
+        if err.is_null() {
+            String::new()
+        } else {
+            take(err)
+        }
+    );
+    p
+}
