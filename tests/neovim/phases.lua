@@ -6,6 +6,7 @@
 --
 --   local P = dofile(here .. '/phases.lua')(T, 'nv-core-', 'go-core-')
 --   P.check(name, ok, detail); P.emit(phase, data); P.go(name) -> predicate
+--   P.run(steps, timeout_ms, error_path)
 
 local uv = vim.uv or vim.loop
 
@@ -55,6 +56,47 @@ return function(dir, emit_prefix, go_prefix)
     local f = assert(io.open(path, 'wb'))
     f:write(text)
     f:close()
+  end
+
+  -- Runs `steps` ({name, run, wait?}), one per main-loop turn, each
+  -- step's wait polled every 20 ms for at most `timeout_ms`; then quits.
+  -- A failure writes {checks} to `error_path` (run.sh's phase() stops on
+  -- it) and quits with status 1.
+  function P.run(steps, timeout_ms, error_path)
+    local i, waited = 0, 0
+    local function fail_and_quit(msg)
+      P.check(msg, false)
+      P.write_json(error_path, { checks = P.pending })
+      vim.cmd('cquit 1')
+    end
+    local function advance()
+      local s = steps[i]
+      if s and s.wait then
+        local ok, done = pcall(s.wait)
+        if not ok then
+          return fail_and_quit('step "' .. s.name .. '" wait: ' .. tostring(done))
+        end
+        if not done then
+          waited = waited + 20
+          if waited > timeout_ms then
+            return fail_and_quit('step "' .. s.name .. '" timed out')
+          end
+          return vim.defer_fn(advance, 20)
+        end
+      end
+      i, waited = i + 1, 0
+      s = steps[i]
+      if not s then
+        vim.cmd('qall!')
+        return
+      end
+      local ok, err = pcall(s.run)
+      if not ok then
+        return fail_and_quit('step "' .. s.name .. '": ' .. tostring(err))
+      end
+      vim.defer_fn(advance, 20)
+    end
+    vim.defer_fn(advance, 0)
   end
 
   return P

@@ -18,7 +18,7 @@ local PLUGINS = T .. '/plugins'
 local SETTINGS = QH .. '/settings.json'
 
 local P = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/phases.lua')(T, 'nv-core-', 'go-core-')
-local check, write_json, emit, exists, go, read, write = P.check, P.write_json, P.emit, P.exists, P.go, P.read, P.write
+local check, emit, exists, go, read, write = P.check, P.emit, P.exists, P.go, P.read, P.write
 
 local function has(text, needle)
   return type(text) == 'string' and text:find(needle, 1, true) ~= nil
@@ -304,40 +304,4 @@ step('stop', function()
   emit('stopped')
 end)
 
--- The runner: one step per main-loop turn, waits polled every 20 ms.
-local i, waited = 0, 0
-local function fail_and_quit(msg)
-  check(msg, false)
-  write_json(T .. '/nv-error.json', { checks = P.pending }) -- run.sh's phase() stops on it
-  vim.cmd('cquit 1')
-end
-
-local function advance()
-  local s = steps[i]
-  if s and s.wait then
-    local ok, done = pcall(s.wait)
-    if not ok then
-      return fail_and_quit('step "' .. s.name .. '" wait: ' .. tostring(done))
-    end
-    if not done then
-      waited = waited + 20
-      if waited > STEP_TIMEOUT_MS then
-        return fail_and_quit('step "' .. s.name .. '" timed out')
-      end
-      return vim.defer_fn(advance, 20)
-    end
-  end
-  i, waited = i + 1, 0
-  s = steps[i]
-  if not s then
-    vim.cmd('qall!')
-    return
-  end
-  local ok, err = pcall(s.run)
-  if not ok then
-    return fail_and_quit('step "' .. s.name .. '": ' .. tostring(err))
-  end
-  vim.defer_fn(advance, 20)
-end
-
-vim.defer_fn(advance, 0)
+P.run(steps, STEP_TIMEOUT_MS, T .. '/nv-error.json')

@@ -22,7 +22,7 @@ local OTHER = WS .. '/other.txt'
 local PROPOSAL_1 = '#include <stdio.h>\nint main(void) {\n    return 0;\n}\n'
 
 local P = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/phases.lua')(T, 'nv-', 'go-')
-local check, write_json, emit, exists, go, read = P.check, P.write_json, P.emit, P.exists, P.go, P.read
+local check, emit, exists, go, read = P.check, P.emit, P.exists, P.go, P.read
 
 local qc -- the plugin module
 local capi -- qwen_companion.capi
@@ -415,40 +415,4 @@ step('after stop', function()
   emit('end')
 end)
 
--- The runner: one step per main-loop turn, waits polled every 20 ms.
-local i, waited = 0, 0
-local function fail_and_quit(msg)
-  check(msg, false)
-  emit('error')
-  vim.cmd('cquit 1')
-end
-
-local function advance()
-  local s = steps[i]
-  if s and s.wait then
-    local ok, done = pcall(s.wait)
-    if not ok then
-      return fail_and_quit('step "' .. s.name .. '" wait: ' .. tostring(done))
-    end
-    if not done then
-      waited = waited + 20
-      if waited > STEP_TIMEOUT_MS then
-        return fail_and_quit('step "' .. s.name .. '" timed out')
-      end
-      return vim.defer_fn(advance, 20)
-    end
-  end
-  i, waited = i + 1, 0
-  s = steps[i]
-  if not s then
-    vim.cmd('qall!')
-    return
-  end
-  local ok, err = pcall(s.run)
-  if not ok then
-    return fail_and_quit('step "' .. s.name .. '": ' .. tostring(err))
-  end
-  vim.defer_fn(advance, 20)
-end
-
-vim.defer_fn(advance, 0)
+P.run(steps, STEP_TIMEOUT_MS, T .. '/nv-error.json')
