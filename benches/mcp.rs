@@ -25,15 +25,18 @@
 //! side alike.
 //!
 //! Every `tools/call` is measured twice: without `_meta.progressToken` (our server answers
-//! with one `application/json` body) and with one, as Qwen Code sends its calls (an SSE stream,
-//! so progress can flow).
+//! with one `application/json` body) and with one, as Qwen Code sends its calls (progress may
+//! flow: ours answers with one `application/json` body too when the call ends before any
+//! progress, and opens an SSE stream otherwise; the SDK server always streams). The two kinds alternate call by call, so neither
+//! gains from coming later in a round (a Node server is warmer by then).
 //!
 //! Targets (PASS/MISS; a miss never fails the process), for both: ours `tools/call` p50 at least 3× faster
 //! than the SDK server's; ours `tools/call` p99 < 2 ms.
 //!
 //! Knobs (environment): `QC_MBENCH_CALLS` (3000, over all rounds), `QC_MBENCH_ROUNDS` (3),
 //! `QC_MBENCH_WARMUP` (300 per round and side), `QC_MBENCH_PINGS` (1500, over all rounds),
-//! `QC_MBENCH_BUDGET_S` (12 s of wall time at most per measurement loop), `QC_BENCH_NODE` (node
+//! `QC_MBENCH_BUDGET_S` (12 s of wall time at most per measurement loop), `QC_MBENCH_REPLY_POLL_US`
+//! (the host's `replyPollUs`; 0 measures without its reply polling), `QC_BENCH_NODE` (node
 //! binary, default `node`), `QC_BENCH_SKIP_NODE=1`.
 
 use std::io::{BufRead, BufReader};
@@ -63,6 +66,13 @@ mod floor;
 
 /// The MCP name of the echo plugin's tool: the last label of its id `bench.echo`, `_`, `echo`.
 const TOOL: &str = "echo_echo";
+
+/// `QC_MBENCH_REPLY_POLL_US`: the host's `replyPollUs` (unset: its default).
+fn reply_poll_us() -> Option<u64> {
+    std::env::var("QC_MBENCH_REPLY_POLL_US")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+}
 
 fn budget() -> Duration {
     Duration::from_secs(env_usize("QC_MBENCH_BUDGET_S", 12) as u64)
@@ -121,6 +131,7 @@ impl Ours {
                 plugins_dir: Some(plugins_dir),
                 node: Some(node_bin()),
                 workspace_root: Some(workspace.clone()),
+                reply_poll_us: reply_poll_us(),
                 ..host::Config::default()
             })
             .map_err(|e| format!("PluginHost::new: {}", e.message))?,
@@ -266,6 +277,11 @@ fn http_round(
     for i in 0..warmup {
         s.echo(TOOL, &format!("warm {i}"))?;
     }
+    for i in 0..warmup.min(50) {
+        s.echo_with(TOOL, &format!("warm p{i}"), true)?;
+    }
+    // The two kinds of call alternate, so that neither gains from coming later (a Node
+    // server, warmer by then, does) and a change of load hits both alike.
     let t_start = Instant::now();
     for i in 0..calls {
         if t_start.elapsed() > budget() {
@@ -278,15 +294,6 @@ fn http_round(
         let (msg, end) = s.echo(TOOL, &format!("call {i}"))?;
         out.call_msg.push(us(msg));
         out.call_end.push(us(end));
-    }
-    for i in 0..warmup.min(50) {
-        s.echo_with(TOOL, &format!("warm p{i}"), true)?;
-    }
-    let t_start = Instant::now();
-    for i in 0..calls {
-        if t_start.elapsed() > budget() {
-            break;
-        }
         let (msg, _) = s.echo_with(TOOL, &format!("call p{i}"), true)?;
         out.call_progress.push(us(msg));
     }
@@ -376,10 +383,11 @@ fn main() {
     println!(
         "  plugin bench/plugins-baseline/echo as {TOOL}; {calls} sequential tools/call and {pings} \
          pings per side in {rounds} interleaved rounds (each a fresh session after {warmup} \
-         warm-up calls); one kept-alive connection, TCP_NODELAY; {} cores",
+         warm-up calls); one kept-alive connection, TCP_NODELAY; {} cores; ours with replyPollUs {}",
         thread::available_parallelism()
             .map(|n| n.get())
-            .unwrap_or(0)
+            .unwrap_or(0),
+        reply_poll_us().map_or("200 (default)".to_string(), |us| us.to_string())
     );
 
     let per_round = calls.div_ceil(rounds);

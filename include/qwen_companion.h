@@ -572,7 +572,12 @@ qc_status qc_mcp_unregister(const char *options_json, char **out_json, char **er
  * (30000: how long a capability request waits for the host),
  * `workspaceRoot` (`context.cwd` of calls that give none), and the
  * crash-loop breaker `crashLoopMaxExits` (3; 0 = never) within
- * `crashLoopWindowMs` (60000). Unknown fields are refused
+ * `crashLoopWindowMs` (60000), `restartBackoffMs` (1000: first delay
+ * before a crashed `onStartupFinished` plugin is started again, doubled per
+ * recent crash; 0 = only the next call starts it) and `replyPollUs` (200;
+ * 0..10000: how long a call polls for the plugin's reply before its thread
+ * sleeps — a fast reply is seen without a thread wakeup, a slow one costs
+ * at most this much CPU; 0 = never poll). Unknown fields are refused
  * (`QC_INVALID_JSON`); values out of range give `QC_INVALID_ARGUMENT`.
  * On success `*out` receives a handle owned by the caller: release it with
  * `qc_plugin_host_free`. Starts the host's callback thread.

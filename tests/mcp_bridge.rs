@@ -120,6 +120,28 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// Until the todo plugin runs, and a little longer (the call reached it).
+    fn wait_call_running(&self) {
+        assert!(common::wait_until(Duration::from_secs(8), || self
+            .host
+            .running_pid("com.example.todo")
+            .is_some()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    /// Until the host counted `n` late replies of the todo plugin (calls it
+    /// gave up whose answers came anyway).
+    fn wait_late_replies(&self, n: u64) {
+        let stats = || self.host.stats("com.example.todo").unwrap();
+        assert!(
+            common::wait_until(Duration::from_secs(5), || stats()["lateReplies"] == n),
+            "{}",
+            stats()
+        );
+    }
+}
+
 /// A second client on the same session (for concurrent requests).
 fn twin(c: &Client) -> Client {
     let mut n = Client::new(c.port, &c.token);
@@ -127,23 +149,31 @@ fn twin(c: &Client) -> Client {
     n
 }
 
-/// POSTs `msg` and delivers each JSON-RPC message of its SSE answer as it
-/// arrives (a server request on the call's own stream included).
-fn post_stream(c: &Client, msg: &Value) -> std::sync::mpsc::Receiver<Value> {
-    use std::io::{BufRead, BufReader, Write};
+/// Sends `msg` as a POST of `c`'s session on a connection of its own, with
+/// `extra` header lines, and returns the connection unread.
+fn send_post(c: &Client, msg: &Value, extra: &str) -> std::net::TcpStream {
+    use std::io::Write;
     let body = msg.to_string();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
          mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Content-Length: {}\r\n{extra}\r\n{body}",
         c.port,
         c.token,
         c.session.as_deref().unwrap(),
         body.len()
     );
     s.write_all(head.as_bytes()).unwrap();
+    s
+}
+
+/// POSTs `msg` and delivers each JSON-RPC message of its SSE answer as it
+/// arrives (a server request on the call's own stream included).
+fn post_stream(c: &Client, msg: &Value) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::{BufRead, BufReader};
+    let s = send_post(c, msg, "Connection: close\r\n");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(s).lines() {
@@ -418,72 +448,153 @@ fn roots_give_the_cwd_and_are_asked_again_after_a_change() {
 }
 
 #[test]
+fn a_call_with_a_progress_token_is_answered_whole_or_streamed() {
+    let f = Fixture::with_server(
+        "sse-answers",
+        &["com.example.todo"],
+        json!({}),
+        ServerConfig {
+            keep_alive_ms: Some(300),
+            ..ServerConfig::default()
+        },
+    );
+    let mut c = f.client();
+    // The plugin's start takes longer than the keep-alive interval here.
+    assert_eq!(c.tool("todo_echo", json!({"q": "start"}))["isError"], false);
+    // Done before anything else was to be sent: answered like a call
+    // without a token, one `application/json` body of known length.
+    let r = c.post(&json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "todo_echo", "arguments": {"q": "whole"},
+                   "_meta": {"progressToken": 5}}}));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(
+        r.header("content-length").map(str::to_string),
+        Some(r.body.len().to_string()),
+        "{:?}",
+        r.headers
+    );
+    assert!(r.header("transfer-encoding").is_none(), "{:?}", r.headers);
+    let msgs = r.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(msgs[0]["id"], 11);
+    assert!(text(&msgs[0]["result"]).contains("q=whole"), "{msgs:?}");
+    // A client that takes only SSE gets the same answer as one SSE event.
+    let r = common::raw_request(
+        c.port,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+             Accept: text/event-stream\r\nContent-Type: application/json\r\n\
+             mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n",
+            c.port,
+            c.token,
+            c.session.as_deref().unwrap()
+        ),
+        json!({"jsonrpc": "2.0", "id": 14, "method": "tools/call",
+            "params": {"name": "todo_echo", "arguments": {"q": "sse"},
+                       "_meta": {"progressToken": 8}}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert!(r.header("content-length").is_some(), "{:?}", r.headers);
+    let msgs = r.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(text(&msgs[0]["result"]).contains("q=sse"), "{msgs:?}");
+    // Progress first: the head goes out with it and the rest is streamed.
+    let r = c.post(&json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call",
+        "params": {"name": "todo_push", "arguments": {}, "_meta": {"progressToken": 6}}}));
+    assert_eq!(
+        r.header("transfer-encoding"),
+        Some("chunked"),
+        "{:?}",
+        r.headers
+    );
+    let msgs = r.messages();
+    let methods: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("(result)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/progress",
+            "(result)"
+        ],
+        "{msgs:?}"
+    );
+    assert_eq!(text(&msgs[2]["result"]), "pushed");
+    // Silent for longer than a keep-alive interval: the head waits no
+    // longer, then keep-alive comments until the answer.
+    let r = c.post(&json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call",
+        "params": {"name": "todo_slow", "arguments": {"ms": 1500},
+                   "_meta": {"progressToken": 7}}}));
+    assert_eq!(
+        r.header("transfer-encoding"),
+        Some("chunked"),
+        "{:?}",
+        r.headers
+    );
+    let body = r.text();
+    let answer_at = body.find("data:").expect("the answer");
+    assert!(
+        body[..answer_at].lines().any(|l| l.starts_with(':')),
+        "no keep-alive before the answer: {body:?}"
+    );
+    let msgs = r.messages();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!(text(&msgs[0]["result"]), "late");
+}
+
+#[test]
 fn cancelled_ends_the_plugin_call() {
     let f = Fixture::new("cancel", &["com.example.todo"]);
     let c = f.client();
-    let c2 = twin(&c);
-    let t = std::thread::spawn(move || {
-        c2.post(&json!({"jsonrpc":"2.0","id":41,"method":"tools/call",
-            "params":{"name":"todo_slow","arguments":{"ms": 1500}}}))
-    });
-    assert!(common::wait_until(Duration::from_secs(8), || f
-        .host
-        .running_pid("com.example.todo")
-        .is_some()));
-    std::thread::sleep(Duration::from_millis(200));
-    let r = c.post(&json!({"jsonrpc":"2.0","method":"notifications/cancelled",
-        "params":{"requestId":41,"reason":"user"}}));
-    assert_eq!(r.status, 202);
-    // The host gave the request up: the plugin's answer arrives late.
-    assert!(
-        common::wait_until(Duration::from_secs(5), || f
-            .host
-            .stats("com.example.todo")
-            .unwrap()["lateReplies"]
-            == 1),
-        "{}",
-        f.host.stats("com.example.todo").unwrap()
-    );
-    let _ = t.join();
+    // Without a progress token (a JSON answer), and with one: an SSE answer
+    // whose head is still held, which then ends without a result.
+    for (n, meta) in [(1, json!({})), (2, json!({"progressToken": 51}))] {
+        let c2 = twin(&c);
+        let id = 40 + n;
+        let call = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"todo_slow","arguments":{"ms": 1500},"_meta":meta}});
+        let t = std::thread::spawn(move || c2.post(&call));
+        f.wait_call_running();
+        let r = c.post(&json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+            "params":{"requestId":id,"reason":"user"}}));
+        assert_eq!(r.status, 202);
+        // The host gave the request up: the plugin's answer arrives late.
+        f.wait_late_replies(n);
+        let answer = t.join().unwrap();
+        assert_eq!(answer.status, 200);
+        if n == 2 {
+            assert!(answer.messages().is_empty(), "{}", answer.text());
+        }
+    }
 }
 
 #[test]
 fn a_client_that_drops_its_call_stream_ends_the_plugin_call() {
-    use std::io::Write;
     let f = Fixture::new("drop", &["com.example.todo"]);
     let mut c = f.client();
-    let body = json!({"jsonrpc":"2.0","id":42,"method":"tools/call",
-        "params":{"name":"todo_slow","arguments":{"ms": 1500}}})
-    .to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        c.port,
-        c.token,
-        c.session.as_deref().unwrap(),
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    assert!(common::wait_until(Duration::from_secs(8), || f
-        .host
-        .running_pid("com.example.todo")
-        .is_some()));
-    std::thread::sleep(Duration::from_millis(200));
-    // Gone without a word: nobody will read the answer, so the host gives
-    // the call up (the plugin's answer then arrives late).
-    drop(s);
-    assert!(
-        common::wait_until(Duration::from_secs(5), || f
-            .host
-            .stats("com.example.todo")
-            .unwrap()["lateReplies"]
-            == 1),
-        "{}",
-        f.host.stats("com.example.todo").unwrap()
-    );
+    // Without a progress token, and with one (the SSE answer's head held).
+    for (n, meta) in [(1, json!({})), (2, json!({"progressToken": 52}))] {
+        let s = send_post(
+            &c,
+            &json!({"jsonrpc":"2.0","id":41 + n,"method":"tools/call",
+                "params":{"name":"todo_slow","arguments":{"ms": 1500},"_meta":meta}}),
+            "",
+        );
+        f.wait_call_running();
+        // Gone without a word: nobody will read the answer, so the host gives
+        // the call up (the plugin's answer then arrives late).
+        drop(s);
+        f.wait_late_replies(n);
+    }
     // The session goes on: the next call is answered.
     let r = c.tool("todo_echo", json!({"q": "after"}));
     assert_eq!(r["isError"], false, "{r}");

@@ -42,10 +42,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
 use axum::Router;
-use futures_util::StreamExt;
-use hyper::body::Incoming;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -459,20 +462,82 @@ impl std::fmt::Display for BodyTimeout {
 
 impl std::error::Error for BodyTimeout {}
 
-/// The request body, failing once `deadline` passes before its end.
+/// The request body, failing once `timeout` passes before its end. Its
+/// frames, end and size hint pass through unchanged.
 fn body_with_deadline(body: Incoming, timeout: Duration) -> Body {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let stream = Body::new(body).into_data_stream();
-    let limited = futures_util::stream::unfold(Some(stream), move |state| async move {
-        let mut stream = state?;
-        match tokio::time::timeout_at(deadline, stream.next()).await {
-            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
-            Ok(Some(Err(e))) => Some((Err(axum::Error::new(e)), None)),
-            Ok(None) => None,
-            Err(_) => Some((Err(axum::Error::new(BodyTimeout)), None)),
+    Body::new(Deadline {
+        inner: body,
+        deadline: tokio::time::Instant::now() + timeout,
+        sleep: None,
+    })
+}
+
+/// See [`body_with_deadline`]. The timer is armed only when the body is not
+/// all there at once (a small request's body came with its head).
+struct Deadline {
+    inner: Incoming,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, axum::Error>>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.inner).poll_frame(cx) {
+            Poll::Ready(r) => return Poll::Ready(r.map(|f| f.map_err(axum::Error::new))),
+            Poll::Pending => {}
         }
-    });
-    Body::from_stream(limited)
+        let deadline = me.deadline;
+        let sleep = me
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimeout)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that ends its request's activity when dropped (sent or
+/// abandoned). Frames, end and size hint pass through, so a body of known
+/// length keeps its `Content-Length` (and is not sent chunked).
+struct Tracked {
+    inner: Body,
+    _guard: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 async fn serve_connection(
@@ -509,10 +574,10 @@ async fn serve_connection(
                 Err(e) => match e {},
             };
             let (parts, body) = response.into_parts();
-            let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-                let _ = &guard;
-                chunk
-            }));
+            let body = Tracked {
+                inner: body,
+                _guard: guard,
+            };
             Ok::<_, Infallible>(axum::http::Response::from_parts(parts, body))
         }
     });

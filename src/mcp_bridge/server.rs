@@ -30,7 +30,8 @@
 //!   Each `ui_push` of the called plugin during the call is sent as
 //!   `notifications/progress` when the request carried a `progressToken`
 //!   (it also resets the CLI's request timeout). `notifications/cancelled`
-//!   ends the call: the host gives the request up.
+//!   ends the call: the host gives the request up. The hot request skips
+//!   rmcp's session worker: see the `direct` module.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -38,21 +39,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Router;
 use once_cell::sync::Lazy;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, GetMeta, Implementation, ListToolsResult, Notification,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
-    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    Notification, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, RequestId,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
-use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
@@ -66,7 +65,7 @@ use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger};
 use crate::loopback::guard::{OriginPolicy, Policy};
-use crate::loopback::resume::{DirectRequests, McpSessions};
+use crate::loopback::resume::McpSessions;
 use crate::loopback::sessions::{Lifecycle, Sessions};
 use crate::loopback::{self, LimitsConfig};
 use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
@@ -74,6 +73,10 @@ use crate::runtime::{self, RuntimeRef};
 use crate::shared::fs::{self, AtomicWrite};
 
 use crate::loopback::mcp::{self, SESSION_HEADER};
+
+mod direct;
+use direct::{direct_call, Direct};
+
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// How long a `roots/list` question may take before the call goes on with
 /// the workspace root.
@@ -149,9 +152,13 @@ struct ServerState {
     policy: Policy,
     sessions: Arc<Sessions<SessionData>>,
     rt: tokio::runtime::Handle,
+    /// Interval of SSE keep-alive comments (also how long the head of a
+    /// direct answer to a call with a progress token may wait, see
+    /// [`direct`]).
+    keep_alive: Duration,
     /// Calls in progress: their plugin id and where its `ui_push`es go.
     calls: Mutex<HashMap<u64, (String, mpsc::Sender<PluginEvent>)>>,
-    /// Calls answered directly ([`Direct`]), by (session, request id): what
+    /// Calls answered directly ([`direct`]), by (session, request id): what
     /// their `notifications/cancelled` cancels.
     direct_calls: Mutex<HashMap<(String, RequestId), CancellationToken>>,
     next_call: AtomicU64,
@@ -375,6 +382,7 @@ impl PluginMcpServer {
             },
             sessions: sessions.clone(),
             rt: handle.clone(),
+            keep_alive,
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(1),
             last_listed: Mutex::new(Vec::new()),
@@ -571,129 +579,9 @@ fn router(
         // Runs after the guard (layers wrap outwards).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            direct_json,
+            direct_call,
         ))
         .layer(axum::middleware::from_fn_with_state(state, http_guard))
-}
-
-/// A `tools/call` this layer answers itself: its JSON-RPC id (as sent and
-/// as rmcp's type) and its parameters.
-struct JsonCall {
-    raw_id: Value,
-    id: RequestId,
-    params: CallToolRequestParams,
-}
-
-/// The POST body as a single `tools/call` request without a
-/// `progressToken` (a request asking for progress needs an SSE answer:
-/// rmcp and [`Direct`] serve it), else `None`.
-fn json_call(body: &[u8]) -> Option<JsonCall> {
-    let mut v: Value = serde_json::from_slice(body).ok()?;
-    let o = v.as_object_mut()?;
-    if o.get("jsonrpc")?.as_str()? != "2.0" || o.get("method")?.as_str()? != "tools/call" {
-        return None;
-    }
-    let raw_id = o.get("id")?.clone();
-    if !(raw_id.is_string() || raw_id.is_i64() || raw_id.is_u64()) {
-        return None;
-    }
-    let params = o.remove("params")?;
-    if params.pointer("/_meta/progressToken").is_some() {
-        return None;
-    }
-    Some(JsonCall {
-        id: serde_json::from_value(raw_id.clone()).ok()?,
-        params: serde_json::from_value(params).ok()?,
-        raw_id,
-    })
-}
-
-/// True when the client takes `application/json` answers (a Streamable
-/// HTTP client must accept both it and `text/event-stream`).
-fn accepts_json(headers: &axum::http::HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.split(';').next().unwrap_or("").trim();
-            t.eq_ignore_ascii_case("application/json") || t == "*/*"
-        })
-}
-
-/// The fastest path of the hot request: a `tools/call` without a
-/// `progressToken` of a session that finished its handshake (and whose
-/// `roots/list` answer, if it offers roots, is cached) is answered
-/// here, after the guard, with one `application/json` response (which the
-/// Streamable HTTP transport allows for any request) — no rmcp request
-/// parsing, no session worker, no SSE stream. Everything else (and any
-/// body this layer cannot read as such a call) goes on to rmcp unchanged.
-/// The call is the one [`ServerState::run_call`] makes for the other
-/// paths; `notifications/cancelled` reaches it through [`Direct`], and a
-/// client that closes the connection gives it up (the host abandons it).
-async fn direct_json(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
-    if req.method() != Method::POST || !accepts_json(req.headers()) {
-        return next.run(req).await;
-    }
-    let Some(sid) = req
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-    else {
-        return next.run(req).await;
-    };
-    // The session's peer, and only when the call's cwd needs no
-    // `roots/list` question first: that request travels on the call's own
-    // SSE stream, which a JSON answer does not have.
-    let peer = state.sessions.lock().get(&sid).and_then(|e| {
-        let peer = e.data.peer.clone()?;
-        #[allow(deprecated)]
-        let asks_roots = peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.roots.is_some());
-        (!asks_roots || e.data.root.is_some()).then_some(peer)
-    });
-    let Some(peer) = peer else {
-        return next.run(req).await;
-    };
-    let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, state.policy.max_body_bytes).await {
-        Ok(b) => b,
-        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
-    };
-    let Some(call) = json_call(&bytes) else {
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
-    };
-    let (slot, cancel) = DirectSlot::register(state.clone(), sid.clone(), call.id);
-    let outcome = state
-        .run_call(
-            &peer,
-            Some(&sid),
-            call.params,
-            None,
-            Progress::Peer(peer.clone()),
-            &cancel,
-        )
-        .await;
-    drop(slot);
-    let answer = match outcome {
-        Some(result) => match serde_json::to_value(&result) {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": call.raw_id, "result": result}),
-            Err(e) => json!({"jsonrpc": "2.0", "id": call.raw_id,
-                "error": {"code": -32603, "message": format!("cannot encode the result: {e}")}}),
-        },
-        None => json!({"jsonrpc": "2.0", "id": call.raw_id,
-            "error": {"code": -32800, "message": "the call was cancelled"}}),
-    };
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        answer.to_string(),
-    )
-        .into_response()
 }
 
 /// The shared loopback checks and the session lifecycle
@@ -726,7 +614,7 @@ struct PluginsMcp {
 enum Progress {
     /// rmcp's handler: through the request's peer.
     Peer(Peer<RoleServer>),
-    /// A direct answer ([`Direct`]): onto the request's own SSE stream.
+    /// A direct answer ([`direct`]): onto the request's own SSE stream.
     Stream(mpsc::Sender<ServerSseMessage>),
 }
 
@@ -792,7 +680,7 @@ impl ServerState {
     }
 
     /// One `tools/call` of session `sid`, however it arrived (rmcp's handler
-    /// or [`Direct`]). `None`: cancelled before its end.
+    /// or [`direct`]). `None`: cancelled before its end.
     async fn run_call(
         &self,
         peer: &Peer<RoleServer>,
@@ -863,115 +751,6 @@ impl ServerState {
                     .info(|| format!("tools/call {name}: cancelled by the client"));
                 None
             }
-        }
-    }
-}
-
-/// `tools/call` answered without rmcp's session worker and service task
-/// (see [`DirectRequests`]): for a session that finished its handshake
-/// (its peer is known), the call runs in its own task and its progress
-/// notifications and result go straight onto the request's SSE stream.
-/// `notifications/cancelled` for it, or the client dropping the stream,
-/// ends it. Everything else goes to rmcp.
-struct Direct(Weak<ServerState>);
-
-/// A direct call's entry in the table (what its `notifications/cancelled`
-/// cancels), removed when the call ends (even by drop).
-struct DirectSlot(Arc<ServerState>, (String, RequestId));
-
-impl DirectSlot {
-    /// Registers the call `id` of session `sid`; returns its entry and the
-    /// token a cancellation fires.
-    fn register(state: Arc<ServerState>, sid: String, id: RequestId) -> (Self, CancellationToken) {
-        let cancel = CancellationToken::new();
-        lock(&state.direct_calls).insert((sid.clone(), id.clone()), cancel.clone());
-        (DirectSlot(state, (sid, id)), cancel)
-    }
-}
-
-impl Drop for DirectSlot {
-    fn drop(&mut self) {
-        lock(&self.0.direct_calls).remove(&self.1);
-    }
-}
-
-impl DirectRequests for Direct {
-    fn request(
-        &self,
-        session: &SessionId,
-        message: ClientJsonRpcMessage,
-    ) -> std::result::Result<mpsc::Receiver<ServerSseMessage>, Box<ClientJsonRpcMessage>> {
-        let Some(state) = self.0.upgrade() else {
-            return Err(Box::new(message));
-        };
-        let is_call = matches!(&message, ClientJsonRpcMessage::Request(r)
-            if matches!(r.request, ClientRequest::CallToolRequest(_)));
-        let peer = if is_call {
-            state
-                .sessions
-                .lock()
-                .get(session.as_ref())
-                .and_then(|e| e.data.peer.clone())
-        } else {
-            None
-        };
-        let Some(peer) = peer else {
-            return Err(Box::new(message));
-        };
-        let ClientJsonRpcMessage::Request(request) = message else {
-            unreachable!("checked above");
-        };
-        let id = request.id;
-        // rmcp keeps the request's `_meta` in its extensions.
-        let token = request.request.get_meta().get_progress_token();
-        let ClientRequest::CallToolRequest(call) = request.request else {
-            unreachable!("checked above");
-        };
-        let params = call.params;
-        let sid = session.to_string();
-        let rt = state.rt.clone();
-        let (slot, cancel) = DirectSlot::register(state, sid.clone(), id.clone());
-        // Room for the progress queue and the answer.
-        let (tx, rx) = mpsc::channel(PROGRESS_QUEUE + 1);
-        rt.spawn(async move {
-            let state = &slot.0;
-            let outcome = tokio::select! {
-                r = state.run_call(&peer, Some(&sid), params, token,
-                    Progress::Stream(tx.clone()), &cancel) => r,
-                _ = tx.closed() => {
-                    state.logger.info(|| "tools/call: the client closed its stream; \
-                        the call is given up".to_string());
-                    None
-                }
-            };
-            if let Some(result) = outcome {
-                let answer =
-                    ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id);
-                let _ = tx.send(ServerSseMessage::from_message(answer)).await;
-            }
-        });
-        Ok(rx)
-    }
-
-    fn notification(&self, session: &SessionId, message: &ClientJsonRpcMessage) -> bool {
-        let ClientJsonRpcMessage::Notification(n) = message else {
-            return false;
-        };
-        let ClientNotification::CancelledNotification(c) = &n.notification else {
-            return false;
-        };
-        let (Some(state), Some(id)) = (self.0.upgrade(), c.params.request_id.clone()) else {
-            return false;
-        };
-        let found = lock(&state.direct_calls)
-            .get(&(session.to_string(), id))
-            .cloned();
-        match found {
-            Some(token) => {
-                token.cancel();
-                true
-            }
-            None => false,
         }
     }
 }

@@ -31,6 +31,30 @@ pub fn random_hex(n: usize) -> Result<String> {
     Ok(hex(&b))
 }
 
+/// Ids unique among those one sequence gives (e.g. the `requestId`s of one
+/// plugin host): a random prefix drawn once from the OS RNG, then a
+/// counter, so an id costs no RNG call. Not secret: the peer sees and
+/// echoes them.
+pub struct IdSequence {
+    prefix: String,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl IdSequence {
+    pub fn new() -> Result<IdSequence> {
+        Ok(IdSequence {
+            prefix: random_hex(8)?,
+            next: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    /// `<16 hex digits>-<n>`, n counting from 1.
+    pub fn next_id(&self) -> String {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}-{n}", self.prefix)
+    }
+}
+
 /// A random (version 4) UUID from the OS RNG, lowercase.
 pub fn uuid_v4() -> Result<String> {
     let mut b = [0u8; 16];
@@ -61,5 +85,19 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(uuid_v4().unwrap(), u);
+    }
+
+    #[test]
+    fn id_sequences_never_repeat() {
+        let (a, b) = (IdSequence::new().unwrap(), IdSequence::new().unwrap());
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            assert!(seen.insert(a.next_id()));
+            assert!(seen.insert(b.next_id()));
+        }
+        let id = a.next_id();
+        let (prefix, n) = id.split_once('-').unwrap();
+        assert_eq!(prefix.len(), 16);
+        assert_eq!(n, "1001");
     }
 }

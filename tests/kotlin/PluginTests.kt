@@ -267,6 +267,9 @@ fun pluginTests(h: Harness, root: File) {
 
     h.test("bad arguments and config are refused; close is idempotent and ends every plugin") {
         expectStatus(QcStatus.INVALID_ARGUMENT, "callTimeoutMs") { host { QwenPluginHostConfig(pluginsDir = it, callTimeoutMs = 1) }.close() }
+        expectStatus(QcStatus.INVALID_ARGUMENT, "replyPollUs") { host { QwenPluginHostConfig(pluginsDir = it, replyPollUs = 10001) }.close() }
+        expectStatus(QcStatus.INVALID_ARGUMENT, "restartBackoffMs") { host { QwenPluginHostConfig(pluginsDir = it, restartBackoffMs = 600001) }.close() }
+        host { QwenPluginHostConfig(pluginsDir = it, replyPollUs = 0, restartBackoffMs = 0) }.close()
         expectStatus(QcStatus.INVALID_JSON, "unknown field") { QwenPluginHost.fromJson("{\"noSuchField\":1}").close() }
         val host = host()
         host.install(fixture("todo-quadrant"))

@@ -412,6 +412,11 @@ def test_startup_finished_and_close(make_host):
 def test_bad_arguments(make_host):
     with pytest.raises(qwen_companion.InvalidArgumentError):
         make_host(call_timeout_ms=1)
+    with pytest.raises(qwen_companion.InvalidArgumentError, match="replyPollUs"):
+        make_host(reply_poll_us=10001)
+    with pytest.raises(qwen_companion.InvalidArgumentError, match="restartBackoffMs"):
+        make_host(restart_backoff_ms=600001)
+    make_host(reply_poll_us=0, restart_backoff_ms=0).close()
     with pytest.raises(qwen_companion.InvalidJsonError):
         make_host(config={"noSuchField": 1})
     host = make_host()

@@ -243,7 +243,9 @@ class PluginHost(NativeHandle):
     ``probe_timeout_ms`` (1000), ``host_request_timeout_ms`` (30000),
     ``workspace_root`` (``context.cwd`` of calls that give none),
     ``crash_loop_max_exits`` (3; 0 = never) and ``crash_loop_window_ms``
-    (60000). ``config`` is a dict (camelCase keys) merged under those, or a
+    (60000), ``restart_backoff_ms`` (1000; 0 = only the next call restarts a
+    background plugin) and ``reply_poll_us`` (200; 0..10000: how long a call
+    polls for the plugin's reply before its thread sleeps; 0 = never). ``config`` is a dict (camelCase keys) merged under those, or a
     JSON string passed verbatim.
 
     Callables: ``on_event(event)`` (see :meth:`on_event`), ``log(level,
@@ -271,6 +273,8 @@ class PluginHost(NativeHandle):
         workspace_root=None,  # type: Optional[Any]
         crash_loop_max_exits=None,  # type: Optional[int]
         crash_loop_window_ms=None,  # type: Optional[int]
+        restart_backoff_ms=None,  # type: Optional[int]
+        reply_poll_us=None,  # type: Optional[int]
         config=None,  # type: Optional[Union[str, Dict[str, Any]]]
         on_event=None,  # type: Optional[JsonCallable]
         log=None,  # type: Optional[LogCallable]
@@ -293,6 +297,8 @@ class PluginHost(NativeHandle):
             "workspace_root": None if workspace_root is None else _text(workspace_root, "workspace_root"),
             "crash_loop_max_exits": crash_loop_max_exits,
             "crash_loop_window_ms": crash_loop_window_ms,
+            "restart_backoff_ms": restart_backoff_ms,
+            "reply_poll_us": reply_poll_us,
         }
         given = dict((camel(k), v) for k, v in values.items() if v is not None)
         config_json = _config_json(config, given)[0]

@@ -193,7 +193,7 @@ pub(crate) async fn call_tool(
     if let Some(config) = entry.manifest.effective_config(&entry.config) {
         context.insert("config".into(), Value::Object(config));
     }
-    let request_id = crate::shared::rand::uuid_v4().map_err(CallError::host)?;
+    let request_id = shared.request_ids.next_id();
     let msg = json!({
         "type": "call_tool",
         "requestId": request_id,
@@ -230,9 +230,9 @@ pub(crate) async fn call_tool(
                     format!("cannot write to the plugin {plugin_id}: {e}"),
                 ));
             }
-            match rx.await {
-                Ok(reply) => Ok(reply),
-                Err(_) => {
+            match await_reply(rx, shared.settings.reply_poll).await {
+                Some(reply) => Ok(reply),
+                None => {
                     inst.dead.cancelled().await;
                     Err(inst.failure())
                 }
@@ -285,6 +285,41 @@ pub(crate) async fn call_tool(
             Err(timeout_error(plugin_id, tool, timeout, &what))
         }
     }
+}
+
+/// Waits for a call's reply, polling for it first for up to `poll`.
+///
+/// A task that awaits the reply at once sleeps, and so does its worker
+/// thread when it has nothing else to do; on an idle machine (above all a
+/// virtual one) waking a sleeping thread again costs tens of microseconds
+/// each time — as much as a fast plugin takes to answer. Polling, the task
+/// yields between checks, so the worker keeps polling the I/O driver
+/// (where the reply arrives) and runs every other task in between; a reply
+/// within `poll` is seen without the sleep and the wakeup. A slower one
+/// costs at most `poll` of CPU, then the task sleeps as usual. `None`: the
+/// reply's sender is gone (the plugin's channel closed).
+/// (`QC_MBENCH_REPLY_POLL_US=0 bench/run.sh` measures the MCP round trip
+/// without it.)
+async fn await_reply(
+    mut rx: tokio::sync::oneshot::Receiver<Reply>,
+    poll: Duration,
+) -> Option<Reply> {
+    use tokio::sync::oneshot::error::TryRecvError;
+    if !poll.is_zero() {
+        let until = std::time::Instant::now() + poll;
+        loop {
+            match rx.try_recv() {
+                Ok(reply) => return Some(reply),
+                // The receiver is spent: it must not be awaited.
+                Err(TryRecvError::Closed) => return None,
+                Err(TryRecvError::Empty) if std::time::Instant::now() < until => {
+                    tokio::task::yield_now().await
+                }
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+    }
+    rx.await.ok()
 }
 
 /// Abandons a pending request when dropped (a no-op once it was answered).
@@ -489,5 +524,81 @@ pub(crate) async fn parse_document(
         }
         (Some(Value::Bool(false)), _, _) => Err(bad("has success: false but no string reason")),
         _ => Err(bad("must have a boolean success")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{await_reply, Reply};
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn reply(text: &str) -> Reply {
+        Reply::ToolError(text.to_string())
+    }
+
+    fn text(r: Option<Reply>) -> Option<String> {
+        match r {
+            Some(Reply::ToolError(t)) => Some(t),
+            Some(_) => Some("another reply".into()),
+            None => None,
+        }
+    }
+
+    #[test]
+    fn await_reply_sees_replies_within_and_after_the_poll() {
+        let rt = rt();
+        rt.block_on(async {
+            for poll in [Duration::ZERO, Duration::from_micros(200)] {
+                // Already there.
+                let (tx, rx) = oneshot::channel();
+                tx.send(reply("at once")).ok();
+                assert_eq!(
+                    text(await_reply(rx, poll).await).as_deref(),
+                    Some("at once")
+                );
+                // Within the poll (sent by another task).
+                let (tx, rx) = oneshot::channel();
+                tokio::spawn(async move {
+                    tokio::task::yield_now().await;
+                    tx.send(reply("soon")).ok();
+                });
+                assert_eq!(text(await_reply(rx, poll).await).as_deref(), Some("soon"));
+                // Long after it: the task sleeps, then wakes for it.
+                let (tx, rx) = oneshot::channel();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    tx.send(reply("late")).ok();
+                });
+                assert_eq!(text(await_reply(rx, poll).await).as_deref(), Some("late"));
+            }
+        });
+    }
+
+    #[test]
+    fn await_reply_reports_a_closed_channel_while_polling_and_after() {
+        let rt = rt();
+        rt.block_on(async {
+            // Dropped before: seen by the poll, never awaited again (a spent
+            // receiver would panic).
+            let (tx, rx) = oneshot::channel::<Reply>();
+            drop(tx);
+            assert!(await_reply(rx, Duration::from_millis(5)).await.is_none());
+            // Dropped after the poll window.
+            let (tx, rx) = oneshot::channel::<Reply>();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(tx);
+            });
+            assert!(await_reply(rx, Duration::from_micros(100)).await.is_none());
+        });
     }
 }

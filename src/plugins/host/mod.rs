@@ -113,6 +113,11 @@ pub struct Config {
     /// (1000; 0 = only the next call starts it).
     #[serde(default)]
     pub restart_backoff_ms: Option<u64>,
+    /// How long a call polls for the plugin's reply before its task sleeps,
+    /// in microseconds (200; 0 ..= 10000; 0 = never poll). See
+    /// `calls::await_reply`.
+    #[serde(default)]
+    pub reply_poll_us: Option<u64>,
 }
 
 impl Config {
@@ -142,6 +147,7 @@ pub(crate) struct Settings {
     pub crash_max: u32,
     pub crash_window: Duration,
     pub restart_backoff: Duration,
+    pub reply_poll: Duration,
 }
 
 fn ms(v: Option<u64>, default: u64, min: u64, max: u64, name: &str) -> Result<Duration> {
@@ -199,6 +205,14 @@ impl Settings {
                 "crashLoopWindowMs",
             )?,
             restart_backoff: ms(c.restart_backoff_ms, 1_000, 0, 600_000, "restartBackoffMs")?,
+            reply_poll: match c.reply_poll_us.unwrap_or(200) {
+                us @ 0..=10_000 => Duration::from_micros(us),
+                _ => {
+                    return Err(Error::invalid_argument(
+                        "replyPollUs must be between 0 and 10000",
+                    ))
+                }
+            },
         })
     }
 }
@@ -270,9 +284,6 @@ impl CallError {
             plugin_message: None,
             schema_errors: Vec::new(),
         }
-    }
-    pub(crate) fn host(e: Error) -> CallError {
-        CallError::new(ErrorKind::Host, e.message)
     }
     pub fn to_json(&self) -> Value {
         let mut v = json!({"kind": self.kind.as_str(), "message": self.message});
@@ -542,6 +553,8 @@ type HostAnswerTx = tokio::sync::oneshot::Sender<std::result::Result<Value, Stri
 
 pub(crate) struct Shared {
     pub settings: Settings,
+    /// The `requestId`s of calls.
+    pub request_ids: crate::shared::rand::IdSequence,
     pub rt: Arc<RuntimeRef>,
     pub spawner: Spawner,
     store: Arc<dyn PluginStore>,
@@ -726,6 +739,7 @@ impl PluginHost {
             Spawner::new().map_err(|e| Error::io("cannot start the plugin spawn thread", e))?;
         let shared = Arc::new(Shared {
             settings,
+            request_ids: crate::shared::rand::IdSequence::new()?,
             rt,
             spawner,
             store,

@@ -27,6 +27,13 @@ fn config_defaults_and_bounds() {
         .restart_backoff
         .is_zero());
     assert_eq!(s.workspace_root, "");
+    assert_eq!(s.reply_poll, Duration::from_micros(200));
+    assert!(settings(r#"{"replyPollUs": 0}"#)
+        .unwrap()
+        .reply_poll
+        .is_zero());
+    let e = settings(r#"{"replyPollUs": 10001}"#).unwrap_err();
+    assert!(e.message.contains("replyPollUs"), "{}", e.message);
     let e = Config::from_json(Some(r#"{"callTimeout": 5}"#)).unwrap_err();
     assert_eq!(e.status, Status::InvalidJson);
     assert!(e.message.contains("callTimeout"), "{}", e.message);

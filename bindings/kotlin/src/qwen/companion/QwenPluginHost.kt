@@ -33,7 +33,11 @@ data class QwenPluginHostConfig @JvmOverloads constructor(
     /** Unexpected exits that disable a plugin (3; 0 = never) ... */
     val crashLoopMaxExits: Int? = null,
     /** ... within this window (60000). */
-    val crashLoopWindowMs: Long? = null
+    val crashLoopWindowMs: Long? = null,
+    /** First delay before a crashed background plugin is started again, doubled per recent crash (1000; 0 = only the next call starts it). */
+    val restartBackoffMs: Long? = null,
+    /** How long a call polls for the plugin's reply before its thread sleeps, in µs (200; 0..10000; 0 = never). */
+    val replyPollUs: Long? = null
 ) {
     /** The JSON object given to `qc_plugin_host_new`. */
     fun toJson(): String {
@@ -50,6 +54,8 @@ data class QwenPluginHostConfig @JvmOverloads constructor(
         if (workspaceRoot != null) m["workspaceRoot"] = workspaceRoot
         if (crashLoopMaxExits != null) m["crashLoopMaxExits"] = crashLoopMaxExits
         if (crashLoopWindowMs != null) m["crashLoopWindowMs"] = crashLoopWindowMs
+        if (restartBackoffMs != null) m["restartBackoffMs"] = restartBackoffMs
+        if (replyPollUs != null) m["replyPollUs"] = replyPollUs
         return Json.write(m)
     }
 }
