@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::{cs, take, TempDir};
+use sessions_util::{assert_ok, cs, take, TempDir};
 
 #[path = "plugins_runtime/util.rs"]
 mod runtime_util;
@@ -59,16 +59,7 @@ impl Host {
         let mut h = null_mut();
         let mut err = null_mut();
         let rc = unsafe { qc_plugin_host_new(cfg.as_ptr(), &mut h, &mut err) };
-        assert_eq!(
-            rc,
-            QC_OK,
-            "{}",
-            if err.is_null() {
-                String::new()
-            } else {
-                take(err)
-            }
-        );
+        assert_ok(rc, err);
         Host { h, dir }
     }
 

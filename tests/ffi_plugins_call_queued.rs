@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::{cs, take, TempDir};
+use sessions_util::{cs, take, take_err, TempDir};
 
 #[path = "plugins_runtime/util.rs"]
 mod runtime_util;
@@ -58,12 +58,7 @@ fn queue_call(
             &mut err,
         )
     };
-    let msg = if err.is_null() {
-        String::new()
-    } else {
-        take(err)
-    };
-    (rc, id, msg)
+    (rc, id, take_err(err))
 }
 
 /// Events pulled and not yet matched, and the notifications answered.

@@ -5,30 +5,12 @@
 
 mod sessions_util;
 
-use std::ffi::c_char;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
 
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
-use sessions_util::{cs, new_participant, take, TempDir};
-
-fn json_out(f: impl FnOnce(*mut *mut c_char, *mut *mut c_char) -> qc_status) -> Value {
-    let mut out = null_mut();
-    let mut err = null_mut();
-    let rc = f(&mut out, &mut err);
-    assert_eq!(
-        rc,
-        QC_OK,
-        "{}",
-        if err.is_null() {
-            String::new()
-        } else {
-            take(err)
-        }
-    );
-    serde_json::from_str(&take(out)).unwrap()
-}
+use sessions_util::{cs, json_out, new_participant, take, TempDir};
 
 fn readable(fd: i32, ms: i32) -> bool {
     let mut pfd = libc::pollfd {

@@ -636,6 +636,14 @@ impl Progress {
     }
 }
 
+/// True when the client declared the `roots` capability (rmcp marks roots
+/// deprecated by a later MCP revision; Qwen Code 0.24.4 uses them).
+#[allow(deprecated)]
+fn offers_roots(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_some_and(|i| i.capabilities.roots.is_some())
+}
+
 impl ServerState {
     /// `context.cwd` for a call of session `sid`: its first root when the
     /// client declared `roots`, else the host's workspace root. (rmcp marks
@@ -643,10 +651,7 @@ impl ServerState {
     #[allow(deprecated)]
     async fn cwd(&self, peer: &Peer<RoleServer>, sid: Option<&str>) -> String {
         let fallback = self.host.workspace_root();
-        let declared = peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.roots.is_some());
-        if !declared {
+        if !offers_roots(peer) {
             return fallback;
         }
         if let Some(sid) = sid {

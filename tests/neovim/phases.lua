@@ -6,7 +6,7 @@
 --
 --   local P = dofile(here .. '/phases.lua')(T, 'nv-core-', 'go-core-')
 --   P.check(name, ok, detail); P.emit(phase, data); P.go(name) -> predicate
---   P.run(steps, timeout_ms, error_path)
+--   P.run(steps, timeout_ms, error_path); P.count_lib_calls(capi, counts)
 
 local uv = vim.uv or vim.loop
 
@@ -56,6 +56,25 @@ return function(dir, emit_prefix, go_prefix)
     local f = assert(io.open(path, 'wb'))
     f:write(text)
     f:close()
+  end
+
+  -- Makes capi.load return the library behind a namespace that counts, in
+  -- `counts`, every function looked up through it (capi.call does
+  -- lib[name](...)), so a test can tell which library functions ran.
+  function P.count_lib_calls(capi, counts)
+    local real_load = capi.load
+    capi.load = function(path)
+      local real, lerr = real_load(path)
+      if not real then
+        return real, lerr
+      end
+      return setmetatable({}, {
+        __index = function(_, name)
+          counts[name] = (counts[name] or 0) + 1
+          return real[name]
+        end,
+      })
+    end
   end
 
   -- Runs `steps` ({name, run, wait?}), one per main-loop turn, each

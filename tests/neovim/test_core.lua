@@ -68,19 +68,7 @@ step('load', function()
   qc = require('qwen_companion')
   capi = require('qwen_companion.capi')
   -- every library function looked up through the namespace (capi.call does lib[name])
-  local real_load = capi.load
-  capi.load = function(path)
-    local real, lerr = real_load(path)
-    if not real then
-      return real, lerr
-    end
-    return setmetatable({}, {
-      __index = function(_, name)
-        lib_calls[name] = (lib_calls[name] or 0) + 1
-        return real[name]
-      end,
-    })
-  end
+  P.count_lib_calls(capi, lib_calls)
 
   -- setup's validation: a clear error naming the option, nothing changed
   qc.setup({ lock_dir = T .. '/core-locks' })

@@ -86,19 +86,7 @@ step('load', function()
   qc.setup({ request_timeout_ms = REQUEST_TIMEOUT_MS })
   -- Every library function the plugin calls goes through the namespace
   -- capi.load returns (capi.call does lib[name](...)): record each lookup.
-  local real_load = capi.load
-  capi.load = function(path)
-    local real, lerr = real_load(path)
-    if not real then
-      return real, lerr
-    end
-    return setmetatable({}, {
-      __index = function(_, name)
-        lib_calls[name] = (lib_calls[name] or 0) + 1
-        return real[name]
-      end,
-    })
-  end
+  P.count_lib_calls(capi, lib_calls)
   local lib, err = capi.load('/nonexistent/libqwen_companion.so')
   check('loading a missing library fails with a message', lib == nil and err:find('cannot load', 1, true), err)
   lib = assert(capi.load(capi.library_path()))

@@ -238,6 +238,34 @@ pub fn take(s: *mut std::ffi::c_char) -> String {
     out
 }
 
+/// The library's message in `err` (owned, freed), or "" for NULL.
+pub fn take_err(err: *mut std::ffi::c_char) -> String {
+    if err.is_null() {
+        String::new()
+    } else {
+        take(err)
+    }
+}
+
+/// Asserts `rc` is `QC_OK`, showing the library's message in `err`.
+pub fn assert_ok(rc: qwen_companion::ffi::qc_status, err: *mut std::ffi::c_char) {
+    assert_eq!(rc, qwen_companion::ffi::QC_OK, "{}", take_err(err));
+}
+
+/// Calls `f(&out, &error)` and decodes its owned JSON out (asserting OK).
+pub fn json_out(
+    f: impl FnOnce(
+        *mut *mut std::ffi::c_char,
+        *mut *mut std::ffi::c_char,
+    ) -> qwen_companion::ffi::qc_status,
+) -> Value {
+    let mut out = std::ptr::null_mut();
+    let mut err = std::ptr::null_mut();
+    let rc = f(&mut out, &mut err);
+    assert_ok(rc, err);
+    serde_json::from_str(&take(out)).unwrap()
+}
+
 /// A `qc_participant` isolated in `home` (no socket sweep, no exit
 /// cleanup), with the `extra` config keys on top; the library's message
 /// when it refuses.
@@ -255,15 +283,6 @@ pub fn new_participant(home: &TempDir, extra: Value) -> *mut qwen_companion::ffi
     let mut p = std::ptr::null_mut();
     let mut err = std::ptr::null_mut();
     let rc = unsafe { qwen_companion::ffi::qc_participant_new(cfg.as_ptr(), &mut p, &mut err) };
-    assert_eq!(
-        rc,
-        qwen_companion::ffi::QC_OK,
-        "{}",
-        if err.is_null() {
-            String::new()
-        } else {
-            take(err)
-        }
-    );
+    assert_ok(rc, err);
     p
 }

@@ -54,7 +54,7 @@ use sse_stream::{KeepAlive, Sse, SseBody};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{lock, Progress, ServerState, PROGRESS_QUEUE};
+use super::{lock, offers_roots, Progress, ServerState, PROGRESS_QUEUE};
 use crate::loopback::mcp::SESSION_HEADER;
 use crate::loopback::resume::DirectRequests;
 
@@ -152,11 +152,7 @@ impl Accepts {
 fn ready_peer(state: &ServerState, sid: &str) -> Option<Peer<RoleServer>> {
     state.sessions.lock().get(sid).and_then(|e| {
         let peer = e.data.peer.clone()?;
-        #[allow(deprecated)]
-        let asks_roots = peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.roots.is_some());
-        (!asks_roots || e.data.root.is_some()).then_some(peer)
+        (!offers_roots(&peer) || e.data.root.is_some()).then_some(peer)
     })
 }
 
@@ -300,19 +296,17 @@ async fn sse_answer(
     call: Call,
     accepts_json: bool,
 ) -> Response {
-    let (slot, cancel) = DirectSlot::register(state.clone(), sid.clone(), call.id.clone());
     // Room for the progress queue and the answer.
     let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE + 1);
-    let progress = Progress::Stream(tx.clone());
-    let (params, token) = (call.params, call.token);
-    let mut run: Running = Box::pin(async move {
-        let state = &slot.0;
-        let outcome = state
-            .run_call(&peer, Some(&sid), params, token, progress, &cancel)
-            .await;
-        drop(slot);
-        outcome
-    });
+    let mut run = running_call(
+        state.clone(),
+        peer,
+        sid,
+        call.id.clone(),
+        call.params,
+        call.token,
+        tx.clone(),
+    );
     let hold = tokio::time::sleep(state.keep_alive);
     tokio::pin!(hold);
     let first = tokio::select! {
@@ -334,7 +328,50 @@ async fn sse_answer(
         m = rx.recv() => m,
         _ = &mut hold => None,
     };
-    let (logger, id) = (state.logger.clone(), call.id);
+    spawn_streamed(&state, run, call.id, tx);
+    sse_response(stream_body(state, first, rx))
+}
+
+/// A call of session `sid` as a future of its own: registered (its
+/// [`DirectSlot`]) now, until it ends or is dropped; its progress goes to
+/// `progress`.
+fn running_call(
+    state: Arc<ServerState>,
+    peer: Peer<RoleServer>,
+    sid: String,
+    id: RequestId,
+    params: CallToolRequestParams,
+    token: Option<ProgressToken>,
+    progress: mpsc::Sender<ServerSseMessage>,
+) -> Running {
+    let (slot, cancel) = DirectSlot::register(state, sid.clone(), id);
+    Box::pin(async move {
+        let state = &slot.0;
+        let outcome = state
+            .run_call(
+                &peer,
+                Some(&sid),
+                params,
+                token,
+                Progress::Stream(progress),
+                &cancel,
+            )
+            .await;
+        drop(slot);
+        outcome
+    })
+}
+
+/// Runs `run` in a task of its own and sends its answer onto `tx`, after
+/// its progress; a receiver that goes away (the client dropped the
+/// stream) gives the call up.
+fn spawn_streamed(
+    state: &ServerState,
+    run: Running,
+    id: RequestId,
+    tx: mpsc::Sender<ServerSseMessage>,
+) {
+    let logger = state.logger.clone();
     state.rt.spawn(async move {
         tokio::select! {
             outcome = run => {
@@ -347,7 +384,6 @@ async fn sse_answer(
             }),
         }
     });
-    sse_response(stream_body(state, first, rx))
 }
 
 /// The streamed SSE body of a call: `first`, then what `rx` yields until the
@@ -438,27 +474,18 @@ impl DirectRequests for Direct {
         let ClientRequest::CallToolRequest(call) = request.request else {
             unreachable!("checked above");
         };
-        let params = call.params;
-        let sid = session.to_string();
-        let rt = state.rt.clone();
-        let (slot, cancel) = DirectSlot::register(state, sid.clone(), id.clone());
         // Room for the progress queue and the answer.
         let (tx, rx) = mpsc::channel(PROGRESS_QUEUE + 1);
-        rt.spawn(async move {
-            let state = &slot.0;
-            let outcome = tokio::select! {
-                r = state.run_call(&peer, Some(&sid), params, token,
-                    Progress::Stream(tx.clone()), &cancel) => r,
-                _ = tx.closed() => {
-                    state.logger.info(|| "tools/call: the client closed its stream; \
-                        the call is given up".to_string());
-                    None
-                }
-            };
-            if let Some(answer) = answer_message(outcome, id) {
-                let _ = tx.send(answer).await;
-            }
-        });
+        let run = running_call(
+            state.clone(),
+            peer,
+            session.to_string(),
+            id.clone(),
+            call.params,
+            token,
+            tx.clone(),
+        );
+        spawn_streamed(&state, run, id, tx);
         Ok(rx)
     }
 

@@ -262,8 +262,8 @@ function M.get_string(lib, name, c)
   return M.out_string(lib, name, c)
 end
 
--- Takes an owned `char *` out of `cell` (nil for NULL).
-local function take(lib, cell)
+--- Takes an owned `char *` out of `cell` (nil for NULL), freeing it.
+function M.take(lib, cell)
   if cell[0] == nil then
     return nil
   end
@@ -284,7 +284,7 @@ function M.out_string(lib, name, ...)
   if not ok then
     return nil, msg, st
   end
-  return take(lib, out)
+  return M.take(lib, out)
 end
 
 --- Like `out_string` for functions with `(..., &out, &error_json, &error)`:
@@ -296,12 +296,12 @@ function M.out_string_ej(lib, name, ...)
   args[n + 1], args[n + 2] = out, ej
   local ok, msg, st = M.call(lib, name, unpack(args, 1, n + 2))
   if not ok then
-    local detail = take(lib, ej)
+    local detail = M.take(lib, ej)
     local dok, decoded = pcall(vim.json.decode, detail or '')
     return nil, msg, st, dok and decoded or nil
   end
-  take(lib, ej)
-  return take(lib, out)
+  M.take(lib, ej)
+  return M.take(lib, out)
 end
 
 return M

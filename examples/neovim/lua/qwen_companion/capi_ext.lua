@@ -191,30 +191,9 @@ function M.load(path)
   return capi.load(path or capi.library_path(nil))
 end
 
--- Takes an owned `char *` out of `cell` (nil for NULL).
-local function take(lib, cell)
-  if cell[0] == nil then
-    return nil
-  end
-  local s = ffi.string(cell[0])
-  lib.qc_string_free(cell[0])
-  cell[0] = nil
-  return s
-end
-
 --- `lib[name](args..., &out, &error)`: the owned out string (nil for NULL),
---- or nil, a message and the status.
-function M.out_string(lib, name, ...)
-  local out = ffi.new('char *[1]')
-  local n = select('#', ...)
-  local args = { ... }
-  args[n + 1] = out
-  local ok, msg, st = capi.call(lib, name, unpack(args, 1, n + 1))
-  if not ok then
-    return nil, msg, st
-  end
-  return take(lib, out)
-end
+--- or nil, a message and the status (capi's, for callers of this module).
+M.out_string = capi.out_string
 
 --- `lib[name](args..., &out, &error)` with a JSON out: the decoded value,
 --- or nil, a message and the status.
@@ -246,20 +225,20 @@ function M.plugin_call(lib, name, has_out, ...)
   args[n + 1] = ej
   local ok, msg, st = capi.call(lib, name, unpack(args, 1, n + 1))
   if not ok then
-    local ejs = take(lib, ej)
+    local ejs = capi.take(lib, ej)
     local detail = nil
     if ejs then
       local dok, dv = pcall(vim.json.decode, ejs, { luanil = { object = true, array = true } })
       detail = dok and dv or nil
     end
-    take(lib, out)
+    capi.take(lib, out)
     return nil, (detail and detail.message) or msg, st, detail
   end
-  take(lib, ej)
+  capi.take(lib, ej)
   if not has_out then
     return true
   end
-  local s = take(lib, out)
+  local s = capi.take(lib, out)
   if s == nil then
     return vim.NIL
   end

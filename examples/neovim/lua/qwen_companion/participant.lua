@@ -44,17 +44,7 @@ M.config = {
 local P = nil -- the running participant
 local MESSAGES = 'Qwen messages'
 
--- vim.notify, scheduled when called in a fast context.
-local function notify(msg, level)
-  local function go()
-    vim.notify('qwen-companion: ' .. msg, level or vim.log.levels.INFO)
-  end
-  if vim.in_fast_event() then
-    vim.schedule(go)
-  else
-    go()
-  end
-end
+local notify = require('qwen_companion.notify')
 
 local function setting(key)
   local v = M.config[key]

@@ -42,16 +42,7 @@ M.config = {
 local state = { last_view = nil, mapped = {}, results = 0, calls = {} }
 M._state = state
 
-local function notify(msg, level)
-  local function go()
-    vim.notify('qwen-companion: ' .. msg, level or vim.log.levels.INFO)
-  end
-  if vim.in_fast_event() then
-    vim.schedule(go)
-  else
-    go()
-  end
-end
+local notify = require('qwen_companion.notify')
 
 ---------------------------------------------------------------------------
 -- The host
