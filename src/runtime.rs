@@ -26,7 +26,7 @@ impl RuntimeRef {
 impl Drop for RuntimeRef {
     fn drop(&mut self) {
         if let Some(rt) = self.rt.take() {
-            if tokio::runtime::Handle::try_current().is_ok() {
+            if !may_block() {
                 // Dropped from inside an async context: blocking is not allowed here.
                 rt.shutdown_background();
             } else {
@@ -54,4 +54,56 @@ pub fn acquire() -> Result<Arc<RuntimeRef>> {
     let rt = Arc::new(RuntimeRef { rt: Some(rt) });
     *slot = Arc::downgrade(&rt);
     Ok(rt)
+}
+
+/// True when the calling thread may block: it is not a thread of a tokio
+/// runtime (ours or one of the embedding host's), where blocking would stall
+/// every task of that runtime. The one test for "never block on a runtime
+/// thread": blocking calls refuse with [`block_on`], teardown that cannot
+/// wait there takes a non-blocking path instead.
+pub fn may_block() -> bool {
+    tokio::runtime::Handle::try_current().is_err()
+}
+
+/// Refuses (with `Status::Refused`) when the calling thread may not block;
+/// `what` names the call in the message.
+pub fn refuse_on_runtime(what: &str) -> Result<()> {
+    if may_block() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::Refused,
+            format!("{what} blocks and cannot be called from inside an async runtime"),
+        ))
+    }
+}
+
+/// Runs `fut` on `handle` and blocks the calling host thread until it ends;
+/// refused on a runtime thread (see [`refuse_on_runtime`]).
+pub fn block_on<F: std::future::Future>(
+    handle: &tokio::runtime::Handle,
+    what: &str,
+    fut: F,
+) -> Result<F::Output> {
+    refuse_on_runtime(what)?;
+    Ok(handle.block_on(fut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_is_refused_on_a_runtime_thread_and_allowed_elsewhere() {
+        let rt = acquire().unwrap();
+        assert!(may_block());
+        assert_eq!(block_on(rt.handle(), "x", async { 7 }).unwrap(), 7);
+        let inner = rt.handle().clone();
+        let refused = rt.handle().block_on(async move {
+            assert!(!may_block());
+            block_on(&inner, "the call", async { 7 }).unwrap_err()
+        });
+        assert_eq!(refused.status, Status::Refused);
+        assert!(refused.message.starts_with("the call blocks"));
+    }
 }

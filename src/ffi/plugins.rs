@@ -44,10 +44,11 @@
 //! the callbacks it would cause (a capability request of that very call)
 //! wait until it returns: use `_call_async` there.
 
+use crate::shared::sync::lock;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use once_cell::sync::{Lazy, OnceCell};
@@ -128,10 +129,6 @@ static HOSTS: Lazy<HandleTable<HostEntry>> = Lazy::new(HandleTable::new);
 
 pub(crate) fn entry(h: *const qc_plugin_host) -> Result<Arc<HostEntry>> {
     HOSTS.get(h as usize)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inner {

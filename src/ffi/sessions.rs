@@ -11,9 +11,10 @@
 //! The blocking calls (`_register`, `_send`, `_wait`, `_close`) are fine on a
 //! host thread or inside a callback; they wait on the library's runtime.
 
+use crate::shared::sync::lock;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
@@ -498,10 +499,6 @@ pub unsafe extern "C" fn qc_participant_set_held_callback(
 /// (handles are never reused).
 static PULL: Lazy<Mutex<HashMap<usize, Arc<Mutex<EventQueue>>>>> =
     Lazy::new(|| Mutex::new(HashMap::new()));
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 fn refuse_in_pull_mode(handle: usize) -> Result<()> {
     if lock(&PULL).contains_key(&handle) {

@@ -11,10 +11,11 @@ pub mod hub;
 pub mod lockfile;
 pub mod server;
 
+use crate::shared::sync::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -342,10 +343,6 @@ pub struct Inner {
 pub(crate) enum HostRequest {
     OpenDiff { path: String, content: String },
     CloseDiff { path: String },
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inner {
@@ -691,7 +688,7 @@ impl Companion {
         if let Some(d) = debouncer {
             d.stop();
         }
-        let on_runtime = tokio::runtime::Handle::try_current().is_ok();
+        let on_runtime = !crate::runtime::may_block();
         if !on_runtime {
             // Let tool calls in progress send their (error) replies first.
             let inner = self.inner.clone();
@@ -772,7 +769,7 @@ impl Companion {
                 r.runtime.handle().clone(),
             )
         };
-        let rmcp_sessions = if tokio::runtime::Handle::try_current().is_ok() {
+        let rmcp_sessions = if !crate::runtime::may_block() {
             sessions.0.sessions.try_read().map(|m| m.len()).unwrap_or(0)
         } else {
             rt.block_on(sessions.count())

@@ -33,10 +33,11 @@
 //!   ends the call: the host gives the request up. The hot request skips
 //!   rmcp's session worker: see the `direct` module.
 
+use crate::shared::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -86,10 +87,6 @@ const PROGRESS_QUEUE: usize = 64;
 
 /// Lock files in use by servers of this process.
 static LOCKS_IN_USE: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(|| Mutex::new(HashSet::new()));
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Server configuration (a JSON object; every field optional).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -522,7 +519,7 @@ impl PluginMcpServer {
         r.cancel.cancel();
         self.state.sessions.clear();
         lock(&self.state.calls).clear();
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if !crate::runtime::may_block() {
             r.server.abort();
         } else {
             let (server, manager) = (r.server, r.manager.clone());

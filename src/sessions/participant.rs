@@ -1,10 +1,11 @@
 //! [`Participant`]: the registry records, the inbox and the gate of one host
 //! object, and the sends it makes. See the module documentation.
 
+use crate::shared::sync::lock;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use subtle::ConstantTimeEq;
@@ -44,23 +45,8 @@ mod send;
 
 use exit::{exit_add, exit_remove, ExitItem};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn ct_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
-}
-
-/// Blocks on `fut` from a host thread; refused inside an async context.
-fn block_on<F: std::future::Future>(handle: &Handle, fut: F) -> Result<F::Output> {
-    if Handle::try_current().is_ok() {
-        return Err(Error::new(
-            Status::Refused,
-            "this call blocks and cannot be made from inside an async runtime",
-        ));
-    }
-    Ok(handle.block_on(fut))
 }
 
 /// Validated, immutable settings.
@@ -811,12 +797,7 @@ impl Inner {
         if lock(&self.state).inbox.is_some() {
             return Ok(false);
         }
-        if Handle::try_current().is_ok() {
-            return Err(Error::new(
-                Status::Refused,
-                "register cannot be called from inside an async runtime",
-            ));
-        }
+        runtime::refuse_on_runtime("register")?;
         let rt = runtime::acquire()?;
         let s = &self.settings;
         let explicit = s.socket_path.is_some();
@@ -892,7 +873,7 @@ impl Inner {
 
     fn close_inbox(&self, i: InboxRt) {
         i.cancel.cancel();
-        if Handle::try_current().is_err() {
+        if runtime::may_block() {
             let tasks = i.tasks;
             i.runtime.handle().block_on(async {
                 for t in tasks {

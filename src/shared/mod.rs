@@ -6,3 +6,4 @@
 pub mod fs;
 pub mod json;
 pub mod rand;
+pub mod sync;

@@ -46,10 +46,11 @@ mod capability;
 mod instance;
 mod store;
 
+pub(crate) use crate::shared::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -486,10 +487,6 @@ fn files_id(m: &Manifest) -> Option<FilesId> {
     Some((root.ino(), main.ino(), main.size(), mtime))
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl PluginSlot {
     fn new(entry: StoredPlugin) -> PluginSlot {
         PluginSlot {
@@ -914,7 +911,7 @@ impl PluginHost {
                     .spawn(async move { calls::unload_slot(&shared, &slot).await })
             })
             .collect();
-        if tokio::runtime::Handle::try_current().is_err() {
+        if crate::runtime::may_block() {
             self.shared.rt.handle().block_on(async move {
                 for t in tasks {
                     let _ = t.await;
@@ -929,7 +926,7 @@ impl PluginHost {
     where
         T: BlockFallback,
     {
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if !crate::runtime::may_block() {
             return T::refused();
         }
         self.shared.rt.handle().block_on(f)
@@ -1157,7 +1154,7 @@ impl PluginHost {
     pub fn shutdown(&self) {
         self.shared.closing.cancel();
         let slots = self.shared.slots();
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if !crate::runtime::may_block() {
             // Cannot wait here: kill at once.
             for slot in slots {
                 if let Ok(mut g) = slot.instance.try_lock() {

@@ -28,7 +28,8 @@ pub mod inject;
 pub mod pages;
 mod routes;
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use crate::shared::sync::lock;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -48,10 +49,6 @@ const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 const MAX_STREAMS: usize = 256;
 /// Frames waiting per stream (a stalled page loses pushes beyond it).
 const STREAM_QUEUE: usize = 256;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The light/dark scheme pages are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,7 +406,7 @@ impl ViewServer {
             return Err(Error::not_running());
         };
         lock(&self.state.streams).clear();
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if !crate::runtime::may_block() {
             r.server.abort();
         } else {
             let server = r.server;

@@ -118,7 +118,11 @@ impl Inner {
                 .map_err(|r| Error::new(Status::Refused, r.describe()))?;
             st.outbox.track(&frame.msg_id, address, ipc_path, now);
         }
-        match block_on(handle, send_lines(ipc_path, auth, json, SEND_TIMEOUT))? {
+        match crate::runtime::block_on(
+            handle,
+            "send",
+            send_lines(ipc_path, auth, json, SEND_TIMEOUT),
+        )? {
             Ok(()) => Ok(true),
             Err(e) if e.code == Some("ETIMEDOUT") => Ok(false),
             Err(e) => {
