@@ -10,38 +10,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel};
 
-/// Status code returned by every fallible function (see the `QC_` constants).
-pub type qc_status = u32;
-
-/// Success.
-pub const QC_OK: qc_status = 0;
-/// A required pointer argument was NULL.
-pub const QC_NULL_PARAMETER: qc_status = 1;
-/// A string argument was not valid UTF-8.
-pub const QC_INVALID_UTF8: qc_status = 2;
-/// A JSON argument could not be parsed or had the wrong shape.
-pub const QC_INVALID_JSON: qc_status = 3;
-/// An argument had a value outside its allowed range.
-pub const QC_INVALID_ARGUMENT: qc_status = 4;
-/// The handle was never issued or has been freed.
-pub const QC_INVALID_HANDLE: qc_status = 5;
-/// The operation needs a running object: a started companion (not started
-/// yet, or stopped), or a participant with a registered session and a bound
-/// inbox that is not closed.
-pub const QC_NOT_RUNNING: qc_status = 6;
-/// The object is already running: `start` on a running companion, or a
-/// second `register` on a participant without `multiSession`.
-pub const QC_ALREADY_RUNNING: qc_status = 7;
-/// The named item does not exist (for example no open diff for that path).
-pub const QC_NOT_FOUND: qc_status = 8;
-/// An operating-system I/O operation failed.
-pub const QC_IO: qc_status = 9;
-/// A panic was caught inside the library.
-pub const QC_PANIC: qc_status = 10;
-/// An unexpected internal failure.
-pub const QC_INTERNAL: qc_status = 11;
-/// The call is not allowed here (for example a reply used outside its callback).
-pub const QC_REFUSED: qc_status = 12;
+pub use crate::error::codes::*;
 
 /// The ABI version of this library. Bindings compare `qc_abi_version()` with
 /// the value they were written for and refuse to load on a mismatch.
@@ -420,23 +389,9 @@ pub extern "C" fn qc_abi_version() -> u32 {
 /// `"QC_UNKNOWN"`. The string is static: do not free it.
 #[no_mangle]
 pub extern "C" fn qc_status_name(status: qc_status) -> *const c_char {
-    let name: &'static [u8] = match Status::from_code(status) {
-        Some(Status::Ok) => b"QC_OK\0",
-        Some(Status::NullParameter) => b"QC_NULL_PARAMETER\0",
-        Some(Status::InvalidUtf8) => b"QC_INVALID_UTF8\0",
-        Some(Status::InvalidJson) => b"QC_INVALID_JSON\0",
-        Some(Status::InvalidArgument) => b"QC_INVALID_ARGUMENT\0",
-        Some(Status::InvalidHandle) => b"QC_INVALID_HANDLE\0",
-        Some(Status::NotRunning) => b"QC_NOT_RUNNING\0",
-        Some(Status::AlreadyRunning) => b"QC_ALREADY_RUNNING\0",
-        Some(Status::NotFound) => b"QC_NOT_FOUND\0",
-        Some(Status::Io) => b"QC_IO\0",
-        Some(Status::Panic) => b"QC_PANIC\0",
-        Some(Status::Internal) => b"QC_INTERNAL\0",
-        Some(Status::Refused) => b"QC_REFUSED\0",
-        None => b"QC_UNKNOWN\0",
-    };
-    name.as_ptr() as *const c_char
+    Status::from_code(status)
+        .map_or(c"QC_UNKNOWN", Status::c_name)
+        .as_ptr()
 }
 
 /// Frees a string returned by this library. NULL is a no-op. Never pass a
@@ -459,7 +414,7 @@ mod tests {
 
     #[test]
     fn constants_match_status_table() {
-        let pairs = [
+        let pairs: Vec<(qc_status, Status)> = vec![
             (QC_OK, Status::Ok),
             (QC_NULL_PARAMETER, Status::NullParameter),
             (QC_INVALID_UTF8, Status::InvalidUtf8),
@@ -474,6 +429,7 @@ mod tests {
             (QC_INTERNAL, Status::Internal),
             (QC_REFUSED, Status::Refused),
         ];
+        assert_eq!(pairs.len(), Status::ALL.len());
         for (code, status) in pairs {
             assert_eq!(code, status as u32);
             let name = unsafe { CStr::from_ptr(qc_status_name(code)) };
