@@ -104,7 +104,7 @@ fn keep_alive_request(s: &mut TcpStream, port: u16, token: &str) -> String {
 
 #[test]
 fn cap_refuses_the_excess_only_when_every_slot_is_proven() {
-    let (f, c) = start(|c| c.http = http(|l| l.max_connections = Some(3)));
+    let (f, c) = start(|c| c.server.http = http(|l| l.max_connections = Some(3)));
     let mut proven: Vec<TcpStream> = (0..3)
         .map(|_| {
             let mut s = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
@@ -144,7 +144,7 @@ const SEC: Duration = Duration::from_secs(5);
 
 #[test]
 fn header_timeout_closes_a_silent_connection() {
-    let (f, c) = start(|c| c.http = http(|l| l.header_timeout_ms = Some(300)));
+    let (f, c) = start(|c| c.server.http = http(|l| l.header_timeout_ms = Some(300)));
     let mut s = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
     s.write_all(format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n", c.port).as_bytes())
         .unwrap();
@@ -157,7 +157,7 @@ fn header_timeout_closes_a_silent_connection() {
 
 #[test]
 fn body_timeout_ends_a_slow_body() {
-    let (_f, c) = start(|c| c.http = http(|l| l.body_timeout_ms = Some(300)));
+    let (_f, c) = start(|c| c.server.http = http(|l| l.body_timeout_ms = Some(300)));
     let mut s = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
     s.write_all(
         format!(
@@ -177,11 +177,11 @@ fn body_timeout_ends_a_slow_body() {
 #[test]
 fn idle_keep_alive_is_closed_but_an_sse_stream_is_not() {
     let (f, mut c) = start(|c| {
-        c.http = http(|l| {
+        c.server.http = http(|l| {
             l.idle_timeout_ms = Some(300);
             l.header_timeout_ms = Some(200);
         });
-        c.keep_alive_ms = Some(100);
+        c.server.keep_alive_ms = Some(100);
     });
     let mut s = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
     keep_alive_request(&mut s, c.port, &c.token);
@@ -209,7 +209,7 @@ fn idle_keep_alive_is_closed_but_an_sse_stream_is_not() {
 
 #[test]
 fn reconnect_within_grace_keeps_state_without_duplicate_context() {
-    let (f, mut c) = start(|c| c.session_grace_ms = Some(1000));
+    let (f, mut c) = start(|c| c.server.session_grace_ms = Some(1000));
     c.handshake();
     let s = c.open_stream();
     s.next_method("ide/contextUpdate", SEC)
@@ -255,7 +255,7 @@ fn reconnect_within_grace_keeps_state_without_duplicate_context() {
 
 #[test]
 fn abandoned_sessions_are_freed_after_the_grace() {
-    let (f, mut c) = start(|c| c.session_grace_ms = Some(1000));
+    let (f, mut c) = start(|c| c.server.session_grace_ms = Some(1000));
     c.handshake();
     let s = c.open_stream();
     s.next_method("ide/contextUpdate", SEC)
@@ -276,7 +276,7 @@ fn abandoned_sessions_are_freed_after_the_grace() {
 
 #[test]
 fn the_session_count_is_bounded_oldest_stream_less_first() {
-    let (f, mut keep) = start(|c| c.max_sessions = Some(3));
+    let (f, mut keep) = start(|c| c.server.max_sessions = Some(3));
     keep.handshake();
     let live = keep.open_stream();
     live.next_method("ide/contextUpdate", SEC).expect("context");

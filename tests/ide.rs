@@ -173,7 +173,7 @@ fn auth_matrix() {
 
 #[test]
 fn oversized_streamed_body_is_refused() {
-    let f = fixture_with(|c| c.max_body_bytes = Some(4096));
+    let f = fixture_with(|c| c.server.max_body_bytes = Some(4096));
     f.companion.start().unwrap();
     let c = Client::from_lock(&f.companion.lock_file_path().unwrap());
     let mut body = INIT.as_bytes().to_vec();
@@ -223,7 +223,7 @@ fn handshake_stream_and_tools() {
 #[test]
 fn keep_alive_comments_flow() {
     // A stream silent for 300 s is dropped by the CLI: keep-alives must flow.
-    let f = fixture_with(|c| c.keep_alive_ms = Some(100));
+    let f = fixture_with(|c| c.server.keep_alive_ms = Some(100));
     f.companion.start().unwrap();
     let mut c = Client::from_lock(&f.companion.lock_file_path().unwrap());
     c.handshake();
@@ -239,7 +239,10 @@ fn keep_alive_comments_flow() {
     // Out-of-range intervals are refused.
     for bad in [0, 30_001] {
         let e = Companion::new(Config {
-            keep_alive_ms: Some(bad),
+            server: qwen_companion::loopback::ServerConfig {
+                keep_alive_ms: Some(bad),
+                ..Default::default()
+            },
             ..Config::default()
         })
         .err()

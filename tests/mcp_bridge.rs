@@ -454,7 +454,10 @@ fn a_call_with_a_progress_token_is_answered_whole_or_streamed() {
         &["com.example.todo"],
         json!({}),
         ServerConfig {
-            keep_alive_ms: Some(300),
+            server: qwen_companion::loopback::ServerConfig {
+                keep_alive_ms: Some(300),
+                ..Default::default()
+            },
             ..ServerConfig::default()
         },
     );

@@ -393,7 +393,10 @@ fn a_page_reaches_only_its_own_plugin() {
 #[test]
 fn host_origin_and_body_cap_are_checked() {
     let s = setup(views::Config {
-        max_body_bytes: Some(1024),
+        server: qwen_companion::loopback::ServerConfig {
+            max_body_bytes: Some(1024),
+            ..Default::default()
+        },
         ..Default::default()
     });
     let cap = s.cap(PROBE, Some("probe"));
@@ -461,7 +464,10 @@ fn invoke_gives_the_result_or_the_error() {
 #[test]
 fn the_scheme_reaches_open_pages_once_per_change() {
     let s = setup(views::Config {
-        keep_alive_ms: Some(50),
+        server: qwen_companion::loopback::ServerConfig {
+            keep_alive_ms: Some(50),
+            ..Default::default()
+        },
         ..Default::default()
     });
     let cap = s.cap(PROBE, Some("probe"));

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use qwen_companion::ide::{Companion, Config};
-use qwen_companion::loopback::LimitsConfig;
+use qwen_companion::loopback::{LimitsConfig, ServerConfig};
 use serde_json::{json, Value};
 
 const SEC: Duration = Duration::from_secs(5);
@@ -71,16 +71,19 @@ fn soak_server() {
     let companion = Companion::new(Config {
         workspace_roots: vec![ws],
         lock_dir: Some(lock_dir.into()),
-        session_grace_ms: Some(1000),
-        max_sessions: Some(4096),
         debounce_ms: Some(0),
         max_wait_ms: Some(0),
         stalled_client_ms: Some(60_000),
-        http: Some(LimitsConfig {
-            // The default header timeout (5 s), room for the whole flood.
-            max_connections: Some(4096),
-            ..LimitsConfig::default()
-        }),
+        server: ServerConfig {
+            session_grace_ms: Some(1000),
+            max_sessions: Some(4096),
+            http: Some(LimitsConfig {
+                // The default header timeout (5 s), room for the whole flood.
+                max_connections: Some(4096),
+                ..LimitsConfig::default()
+            }),
+            ..ServerConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

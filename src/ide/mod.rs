@@ -27,7 +27,7 @@ use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::loopback::guard::{OriginPolicy, Policy};
 use crate::loopback::sessions::Lifecycle;
-use crate::loopback::{self, Limits, LimitsConfig};
+use crate::loopback::{self, Limits};
 use crate::runtime::{self, RuntimeRef};
 use context::ContextState;
 use hub::{Hub, Notification};
@@ -44,8 +44,9 @@ const MAX_OPEN_DIFFS: usize = 32;
 const MAX_OPEN_DIFF_BYTES: usize = 256 * 1024 * 1024;
 
 /// Companion configuration (the JSON object given to `qc_companion_new`).
+/// Unknown keys are refused (by the embedded [`loopback::ServerConfig`]).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Config {
     /// Absolute workspace root folders.
     #[serde(default)]
@@ -75,33 +76,19 @@ pub struct Config {
     /// Longest a context update may be held back by continuous events (default 200).
     #[serde(default)]
     pub max_wait_ms: Option<u64>,
-    /// Largest accepted request body in bytes (default 64 MiB).
-    #[serde(default)]
-    pub max_body_bytes: Option<usize>,
     /// How long openDiff/closeDiff wait for the host's answer, in milliseconds
     /// (default 30000; 100 ..= 600000). After it the CLI gets an error.
     #[serde(default)]
     pub request_timeout_ms: Option<u64>,
-    /// Interval of SSE keep-alive comments on every stream, in milliseconds
-    /// (default 15000, at most 30000: the CLI drops a stream silent for 300 s).
-    #[serde(default)]
-    pub keep_alive_ms: Option<u64>,
-    /// Connection limits and timeouts of the HTTP server (see `loopback`).
-    #[serde(default)]
-    pub http: Option<LimitsConfig>,
-    /// How long a session without a stream and without requests is kept, in
-    /// milliseconds (default 30000; 1000 ..= 3600000). Longer than the CLI's
-    /// reconnect window (about 7 s).
-    #[serde(default)]
-    pub session_grace_ms: Option<u64>,
-    /// Most MCP sessions kept at once (default 64; 1 ..= 4096).
-    #[serde(default)]
-    pub max_sessions: Option<usize>,
     /// A client whose stream has not taken a notification for this long is
     /// dropped like an abandoned session, in milliseconds (default 30000;
     /// 100 ..= 600000).
     #[serde(default)]
     pub stalled_client_ms: Option<u64>,
+    /// The settings every loopback server shares (`maxBodyBytes`, default
+    /// 64 MiB; `keepAliveMs`; `http`; `sessionGraceMs`; `maxSessions`).
+    #[serde(flatten)]
+    pub server: loopback::ServerConfig,
 }
 
 fn default_true() -> bool {
@@ -120,25 +107,23 @@ impl Default for Config {
             trusted: true,
             debounce_ms: None,
             max_wait_ms: None,
-            max_body_bytes: None,
-            keep_alive_ms: None,
             request_timeout_ms: None,
-            http: None,
-            session_grace_ms: None,
-            max_sessions: None,
+            server: loopback::ServerConfig::default(),
             stalled_client_ms: None,
         }
+    }
+}
+
+impl loopback::config::EmbedsServerConfig for Config {
+    fn server_config(&self) -> &loopback::ServerConfig {
+        &self.server
     }
 }
 
 impl Config {
     /// Parses the JSON configuration (`None` or empty = defaults).
     pub fn from_json(json: Option<&str>) -> Result<Config> {
-        match json.map(str::trim) {
-            None | Some("") => Ok(Config::default()),
-            Some(s) => serde_json::from_str(s)
-                .map_err(|e| Error::invalid_json(format!("invalid companion config: {e}"))),
-        }
+        loopback::config::parse(json, "companion")
     }
 }
 
@@ -217,7 +202,7 @@ impl Settings {
                 "debounceMs must be <= 10000 and maxWaitMs <= 60000",
             ));
         }
-        let keep_alive = loopback::keep_alive_from_ms(c.keep_alive_ms)?;
+        let server = c.server.settings(DEFAULT_MAX_BODY_BYTES)?;
         let request_timeout = Duration::from_millis(c.request_timeout_ms.unwrap_or(30_000));
         if request_timeout < Duration::from_millis(100)
             || request_timeout > Duration::from_secs(600)
@@ -226,8 +211,6 @@ impl Settings {
                 "requestTimeoutMs must be between 100 and 600000",
             ));
         }
-        let limits = c.http.unwrap_or_default().limits()?;
-        let lifecycle = Lifecycle::from_config(c.session_grace_ms, c.max_sessions)?;
         let stalled_client = Duration::from_millis(c.stalled_client_ms.unwrap_or(30_000));
         if stalled_client < Duration::from_millis(100) || stalled_client > Duration::from_secs(600)
         {
@@ -237,9 +220,9 @@ impl Settings {
         }
         Ok(Settings {
             stalled_client,
-            limits,
-            lifecycle,
-            keep_alive,
+            limits: server.limits,
+            lifecycle: server.lifecycle,
+            keep_alive: server.keep_alive,
             request_timeout,
             workspace_roots: c.workspace_roots,
             ide_name,
@@ -250,7 +233,7 @@ impl Settings {
             ppid: c.ppid.unwrap_or_else(|| unsafe { libc::getpid() } as u32),
             debounce,
             max_wait: max_wait.max(debounce),
-            max_body_bytes: c.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES).max(1024),
+            max_body_bytes: server.max_body_bytes,
         })
     }
 }

@@ -31,6 +31,7 @@
 //! `DELETE`: abandoned sessions are reaped after a grace period, and their
 //! number is bounded).
 
+pub mod config;
 pub mod guard;
 pub mod mcp;
 pub mod resume;
@@ -53,6 +54,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+pub use config::{ServerConfig, ServerSettings};
 
 use crate::error::{Error, Result};
 use crate::host::Logger;
@@ -140,18 +143,6 @@ impl LimitsConfig {
             )?,
         })
     }
-}
-
-/// The SSE keep-alive interval from a server's `keepAliveMs` (10 ..= 30000,
-/// default 15000): the CLI drops a stream silent for 300 s.
-pub fn keep_alive_from_ms(ms: Option<u64>) -> Result<Duration> {
-    let keep_alive = Duration::from_millis(ms.unwrap_or(15_000));
-    if keep_alive < Duration::from_millis(10) || keep_alive > Duration::from_secs(30) {
-        return Err(Error::invalid_argument(
-            "keepAliveMs must be between 10 and 30000",
-        ));
-    }
-    Ok(keep_alive)
 }
 
 /// Attached to every request (as an extension): lets the guard mark the

@@ -65,10 +65,10 @@ use super::tools;
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
 use crate::host::{LogFn, LogLevel, Logger};
+use crate::loopback;
 use crate::loopback::guard::{OriginPolicy, Policy};
 use crate::loopback::resume::McpSessions;
-use crate::loopback::sessions::{Lifecycle, Sessions};
-use crate::loopback::{self, LimitsConfig};
+use crate::loopback::sessions::Sessions;
 use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
 use crate::runtime::{self, RuntimeRef};
 use crate::shared::fs::{self, AtomicWrite};
@@ -90,7 +90,7 @@ static LOCKS_IN_USE: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(|| Mutex::new(Has
 
 /// Server configuration (a JSON object; every field optional).
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Config {
     /// Absolute workspace folders written to the lock file (the bridge
     /// prefers the server whose folders contain its working directory).
@@ -100,32 +100,23 @@ pub struct Config {
     /// Directory of the lock file (default `<qwen_home>/companion/plugins-mcp`).
     #[serde(default)]
     pub lock_dir: Option<PathBuf>,
-    /// Largest accepted request body in bytes (default 16 MiB; at least 1024).
-    #[serde(default)]
-    pub max_body_bytes: Option<usize>,
-    /// Interval of SSE keep-alive comments, ms (default 15000; 10 ..= 30000).
-    #[serde(default)]
-    pub keep_alive_ms: Option<u64>,
-    /// Connection limits and timeouts (see `loopback`).
-    #[serde(default)]
-    pub http: Option<LimitsConfig>,
-    /// How long a session without a stream and without requests is kept, ms
-    /// (default 30000; 1000 ..= 3600000).
-    #[serde(default)]
-    pub session_grace_ms: Option<u64>,
-    /// Most MCP sessions kept at once (default 64; 1 ..= 4096).
-    #[serde(default)]
-    pub max_sessions: Option<usize>,
+    /// The settings every loopback server shares (`maxBodyBytes`, default
+    /// 16 MiB; `keepAliveMs`; `http`; `sessionGraceMs`; `maxSessions`).
+    /// Unknown keys are refused there.
+    #[serde(flatten)]
+    pub server: loopback::ServerConfig,
+}
+
+impl loopback::config::EmbedsServerConfig for Config {
+    fn server_config(&self) -> &loopback::ServerConfig {
+        &self.server
+    }
 }
 
 impl Config {
     /// Parses the JSON configuration (`None` or empty = defaults).
     pub fn from_json(json: Option<&str>) -> Result<Config> {
-        match json.map(str::trim) {
-            None | Some("") => Ok(Config::default()),
-            Some(s) => serde_json::from_str(s)
-                .map_err(|e| Error::invalid_json(format!("invalid plugin MCP server config: {e}"))),
-        }
+        loopback::config::parse(json, "plugin MCP server")
     }
 }
 
@@ -342,13 +333,12 @@ impl PluginMcpServer {
                 )));
             }
         }
-        let keep_alive = crate::loopback::keep_alive_from_ms(config.keep_alive_ms)?;
-        let limits = config.http.clone().unwrap_or_default().limits()?;
-        let lifecycle = Lifecycle::from_config(config.session_grace_ms, config.max_sessions)?;
-        let max_body_bytes = config
-            .max_body_bytes
-            .unwrap_or(DEFAULT_MAX_BODY_BYTES)
-            .max(1024);
+        let loopback::ServerSettings {
+            max_body_bytes,
+            keep_alive,
+            limits,
+            lifecycle,
+        } = config.server.settings(DEFAULT_MAX_BODY_BYTES)?;
         let lock_dir = match &config.lock_dir {
             Some(d) => fs::absolute(d),
             None => default_lock_dir()?,

@@ -38,8 +38,8 @@ use tokio::sync::mpsc;
 
 use crate::error::{Error, Result, Status};
 use crate::host::Logger;
+use crate::loopback;
 use crate::loopback::guard::{OriginPolicy, Policy};
-use crate::loopback::{self, LimitsConfig};
 use crate::plugins::host::{HostListener, PluginEvent, PluginHost};
 use crate::runtime::{self, RuntimeRef};
 use pages::{Capabilities, PageKey};
@@ -77,30 +77,29 @@ impl Scheme {
 
 /// View server configuration (a JSON object; every field optional).
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Config {
-    /// Largest accepted request body (an `invoke`), bytes (default 4 MiB; at least 1024).
-    #[serde(default)]
-    pub max_body_bytes: Option<usize>,
-    /// Interval of SSE keep-alive comments, ms (default 15000; 10 ..= 30000).
-    #[serde(default)]
-    pub keep_alive_ms: Option<u64>,
-    /// Connection limits and timeouts (see `loopback`).
-    #[serde(default)]
-    pub http: Option<LimitsConfig>,
     /// The scheme at start: `"light"` (default) or `"dark"`.
     #[serde(default)]
     pub color_scheme: Option<String>,
+    /// The settings every loopback server shares (`maxBodyBytes`, default
+    /// 4 MiB: the largest `invoke`; `keepAliveMs`; `http`). The view server
+    /// keeps no MCP sessions: `sessionGraceMs` and `maxSessions` are
+    /// refused, as are unknown keys.
+    #[serde(flatten)]
+    pub server: loopback::ServerConfig,
+}
+
+impl loopback::config::EmbedsServerConfig for Config {
+    fn server_config(&self) -> &loopback::ServerConfig {
+        &self.server
+    }
 }
 
 impl Config {
     /// Parses the JSON configuration (`None` or empty = defaults).
     pub fn from_json(json: Option<&str>) -> Result<Config> {
-        match json.map(str::trim) {
-            None | Some("") => Ok(Config::default()),
-            Some(s) => serde_json::from_str(s)
-                .map_err(|e| Error::invalid_json(format!("invalid view server config: {e}"))),
-        }
+        loopback::config::parse(json, "view server")
     }
 }
 
@@ -296,12 +295,14 @@ impl ViewServer {
     /// Binds `127.0.0.1` on a free port and serves the pages of `host`'s
     /// enabled plugins; log lines go to `logger`.
     pub fn start(host: Arc<PluginHost>, config: Config, logger: Arc<Logger>) -> Result<ViewServer> {
-        let keep_alive = loopback::keep_alive_from_ms(config.keep_alive_ms)?;
-        let limits = config.http.clone().unwrap_or_default().limits()?;
-        let max_body_bytes = config
-            .max_body_bytes
-            .unwrap_or(DEFAULT_MAX_BODY_BYTES)
-            .max(1024);
+        let loopback::ServerSettings {
+            max_body_bytes,
+            keep_alive,
+            limits,
+            ..
+        } = config
+            .server
+            .settings_without_sessions(DEFAULT_MAX_BODY_BYTES)?;
         let scheme = match config.color_scheme.as_deref() {
             None => Scheme::Light,
             Some(s) => Scheme::parse(s)?,
