@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::dispatch::Dispatcher;
+use crate::events::Dispatcher;
 
 /// Log levels as passed to the host's log callback.
 #[repr(u32)]

@@ -1,8 +1,8 @@
 //! qwen-companion: a native library (C ABI) that makes any editor a Qwen Code
 //! companion. See README.md for the C API conventions.
 
-pub mod dispatch;
 pub mod error;
+pub mod events;
 pub mod ffi;
 pub mod host;
 pub mod ide;

@@ -150,7 +150,7 @@ fn library_panics_are_quiet_and_host_panics_untouched() {
 
 /// Part of the test above (one test: the order of hook installation matters).
 fn a_panicking_log_callback_is_not_logged_again() {
-    let dispatcher = Arc::new(qwen_companion::dispatch::Dispatcher::new("qc-cb").unwrap());
+    let dispatcher = Arc::new(qwen_companion::events::Dispatcher::new("qc-cb").unwrap());
     let logger = qwen_companion::host::Logger::new(dispatcher.clone());
     let calls = Arc::new(Mutex::new(0u32));
     let seen = calls.clone();

@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use common::{raw_request, Response, TempDir};
-use qwen_companion::dispatch::Dispatcher;
+use qwen_companion::events::Dispatcher;
 use qwen_companion::host::Logger;
 use qwen_companion::plugins::host::{Config, HostAnswer, PluginEvent, PluginHost};
 use qwen_companion::plugins::install;
@@ -54,7 +54,8 @@ fn setup(config: views::Config) -> Setup {
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = events.clone();
     host.set_event_sink(Some(Arc::new(move |e: PluginEvent| {
-        sink.lock().unwrap().push(e.to_json())
+        sink.lock().unwrap().push(e.to_json());
+        None
     })));
     let dispatcher = Arc::new(Dispatcher::new("qc-cb").unwrap());
     let logger = Arc::new(Logger::new(dispatcher.clone()));

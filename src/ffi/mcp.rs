@@ -24,41 +24,11 @@
 //! the server's sockets are closed and its lock file is gone.
 
 use std::ffi::c_char;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::plugins::{entry, qc_plugin_host};
 use super::util::*;
-use crate::error::{Error, Result, Status};
-use crate::host::{LogFn, LogLevel};
-use crate::mcp_bridge::naming::SERVER_NAME;
+use crate::mcp_bridge::registration;
 use crate::mcp_bridge::server::Config;
-use crate::mcp_bridge::settings::{self, Change, Outcome, Scope};
-use crate::mcp_bridge::PluginMcpServer;
-
-/// The `description` of our `mcpServers` entry.
-pub(crate) const ENTRY_DESCRIPTION: &str =
-    "Tools of the plugins installed in your IDE (qwen-companion)";
-
-/// The plugin MCP server of one host handle (at most one).
-#[derive(Default)]
-pub(crate) struct McpSlot(Mutex<Option<PluginMcpServer>>);
-
-impl McpSlot {
-    fn lock(&self) -> MutexGuard<'_, Option<PluginMcpServer>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Stops and drops the server, if any (outside the slot's lock).
-    pub(crate) fn shutdown(&self) {
-        let server = self.lock().take();
-        drop(server);
-    }
-}
 
 /// Starts the plugin MCP server of `host`: streamable HTTP on
 /// `127.0.0.1:<random port>/mcp` (bearer token, `Host` allow-list, every
@@ -88,21 +58,7 @@ pub unsafe extern "C" fn qc_plugin_host_mcp_start(
 ) -> qc_status {
     boundary(error, || {
         let e = entry(h)?;
-        let config = Config::from_json(opt_str_arg(config_json, "config_json")?)?;
-        let mut slot = e.mcp.lock();
-        if slot.is_some() {
-            return Err(Error::new(
-                Status::AlreadyRunning,
-                "the plugin MCP server of this host is already running",
-            ));
-        }
-        let server = PluginMcpServer::start(e.host.clone(), config)?;
-        let logger = e.logger();
-        let forward: LogFn =
-            Arc::new(move |level, message: &str| logger.log(level, || format!("mcp: {message}")));
-        server.set_log_callback(Some((forward, LogLevel::Trace)));
-        *slot = Some(server);
-        Ok(())
+        e.start_mcp(Config::from_json(opt_str_arg(config_json, "config_json")?)?)
     })
 }
 
@@ -116,15 +72,7 @@ pub unsafe extern "C" fn qc_plugin_host_mcp_stop(
     h: *mut qc_plugin_host,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        let e = entry(h)?;
-        let Some(server) = e.mcp.lock().take() else {
-            return Err(Error::not_running());
-        };
-        let stopped = server.stop();
-        drop(server);
-        stopped
-    })
+    boundary(error, || entry(h)?.stop_mcp())
 }
 
 /// `*out_json` (owned; free with `qc_string_free`) receives what a client
@@ -149,153 +97,8 @@ pub unsafe extern "C" fn qc_plugin_host_mcp_info(
     error: *mut *mut c_char,
 ) -> qc_status {
     json_result(error, out_json, || {
-        let e = entry(h)?;
-        let slot = e.mcp.lock();
-        let Some(server) = slot.as_ref() else {
-            return Err(Error::not_running());
-        };
-        let port = server.port()?;
-        let token = server.auth_token()?;
-        let lock_file = server.lock_file_path()?;
-        let tools: Vec<Value> = server
-            .tools()
-            .iter()
-            .filter_map(|t| t.get("name").cloned())
-            .collect();
-        Ok(json!({
-            "url": format!("http://127.0.0.1:{port}/mcp"),
-            "port": port,
-            "headers": {"Authorization": format!("Bearer {token}")},
-            "env": server.terminal_env()?,
-            "lockFile": lock_file,
-            "serverName": SERVER_NAME,
-            "tools": tools,
-            "sessions": server.session_count(),
-        }))
+        entry(h)?.with_mcp(|server| server.info())
     })
-}
-
-/// `options_json` of `qc_mcp_register` / `qc_mcp_unregister`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Options {
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
-    project: Option<String>,
-    #[serde(default)]
-    bridge: Option<String>,
-    #[serde(default)]
-    always_load_tools: bool,
-}
-
-/// The parsed options: the settings file and its scope.
-struct Target {
-    scope: Scope,
-    path: PathBuf,
-    options: Options,
-}
-
-fn target(options_json: *const c_char) -> Result<Target> {
-    let text = str_arg(options_json, "options_json")?;
-    let options: Options = serde_json::from_str(text)
-        .map_err(|e| Error::invalid_json(format!("invalid options_json: {e}")))?;
-    let scope = match options.scope.as_deref() {
-        None | Some("user") => Scope::User,
-        Some("project") => Scope::Project,
-        Some(other) => {
-            return Err(Error::invalid_argument(format!(
-                "options_json.scope must be \"user\" or \"project\", not {other:?}"
-            )))
-        }
-    };
-    let path = match scope {
-        Scope::User => settings::settings_path(Scope::User, Path::new("/"))?,
-        Scope::Project => {
-            let Some(project) = options.project.as_deref() else {
-                return Err(Error::invalid_argument(
-                    "options_json.project (the project folder) is required for the project scope",
-                ));
-            };
-            let dir = Path::new(project);
-            if !dir.is_absolute() {
-                return Err(Error::invalid_argument(format!(
-                    "options_json.project {project:?} is not an absolute path"
-                )));
-            }
-            if !dir.is_dir() {
-                return Err(Error::new(
-                    Status::NotFound,
-                    format!("options_json.project {project:?} is not a folder"),
-                ));
-            }
-            settings::settings_path(Scope::Project, dir)?
-        }
-    };
-    Ok(Target {
-        scope,
-        path,
-        options,
-    })
-}
-
-/// Checks the bridge path: absolute, a regular file, executable.
-fn bridge_path(bridge: Option<&str>) -> Result<PathBuf> {
-    let Some(bridge) = bridge else {
-        return Err(Error::invalid_argument(
-            "options_json.bridge (the path of qc-mcp-bridge) is required",
-        ));
-    };
-    let path = PathBuf::from(bridge);
-    if !path.is_absolute() {
-        return Err(Error::invalid_argument(format!(
-            "options_json.bridge {bridge:?} is not an absolute path (Qwen Code starts it from any folder)"
-        )));
-    }
-    let meta = std::fs::metadata(&path).map_err(|e| {
-        Error::new(
-            Status::NotFound,
-            format!("options_json.bridge {bridge:?}: {e}"),
-        )
-    })?;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(Error::invalid_argument(format!(
-            "options_json.bridge {bridge:?} is not an executable file"
-        )));
-    }
-    Ok(path)
-}
-
-fn change_name(c: Change) -> &'static str {
-    match c {
-        Change::Added => "added",
-        Change::Replaced => "replaced",
-        Change::Unchanged => "unchanged",
-        Change::Removed => "removed",
-        Change::Absent => "absent",
-    }
-}
-
-fn outcome_json(t: &Target, o: &Outcome) -> Value {
-    json!({
-        "ok": true,
-        "scope": if t.scope == Scope::Project { "project" } else { "user" },
-        "settings": o.path,
-        "serverName": SERVER_NAME,
-        "change": change_name(o.change),
-        "created": o.created,
-        "replacedSymlink": o.replaced_symlink,
-        "serversLeft": o.servers_left,
-    })
-}
-
-/// Makes a settings error name the file it is about.
-fn about(path: &Path, e: Error) -> Error {
-    let shown = path.display().to_string();
-    if e.message.contains(&shown) {
-        return e;
-    }
-    Error::new(e.status, format!("{shown}: {}", e.message))
 }
 
 /// Adds (or replaces) the `qwen-companion-plugins` entry of Qwen Code's
@@ -332,22 +135,7 @@ pub unsafe extern "C" fn qc_mcp_register(
     error: *mut *mut c_char,
 ) -> qc_status {
     json_result(error, out_json, || {
-        let t = target(options_json)?;
-        let bridge = bridge_path(t.options.bridge.as_deref())?;
-        let mut entry = json!({
-            "command": bridge,
-            "args": ["plugins"],
-            "description": ENTRY_DESCRIPTION,
-        });
-        if t.options.always_load_tools {
-            entry["alwaysLoadTools"] = json!(true);
-        }
-        let o = settings::register(&t.path, SERVER_NAME, &entry).map_err(|e| about(&t.path, e))?;
-        let mut out = outcome_json(&t, &o);
-        if t.scope == Scope::Project {
-            out["approve"] = json!(format!("qwen mcp approve {SERVER_NAME}"));
-        }
-        Ok(out)
+        registration::register(str_arg(options_json, "options_json")?)
     })
 }
 
@@ -364,8 +152,6 @@ pub unsafe extern "C" fn qc_mcp_unregister(
     error: *mut *mut c_char,
 ) -> qc_status {
     json_result(error, out_json, || {
-        let t = target(options_json)?;
-        let o = settings::unregister(&t.path, SERVER_NAME).map_err(|e| about(&t.path, e))?;
-        Ok(outcome_json(&t, &o))
+        registration::unregister(str_arg(options_json, "options_json")?)
     })
 }

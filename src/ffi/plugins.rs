@@ -44,26 +44,21 @@
 //! the callbacks it would cause (a capability request of that very call)
 //! wait until it returns: use `_call_async` there.
 
-use crate::shared::sync::lock;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use once_cell::sync::{Lazy, OnceCell};
+use once_cell::sync::Lazy;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::util::*;
-use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
-use crate::host::{Logger, Slot};
-use crate::ide::events::EventQueue;
-use crate::plugins::host::{
-    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
-};
+use crate::events::EventFn;
+use crate::plugins::host::{CallError, CallOptions, Config};
 use crate::plugins::install::{self, codes, InstallError};
+use crate::plugins::service::{CapabilityCall, Offer, PluginService};
 
 /// A plugin host over one plugins directory. Opaque; created by
 /// `qc_plugin_host_new`, released by `qc_plugin_host_free`.
@@ -80,144 +75,10 @@ pub type qc_plugin_capability_fn = Option<
     unsafe extern "C" fn(user_data: *mut c_void, request_id: u64, request_json: *const c_char),
 >;
 
-type EventFn = dyn Fn(&Value) + Send + Sync;
+static HOSTS: Lazy<HandleTable<PluginService>> = Lazy::new(HandleTable::new);
 
-/// A host capability callback as a closure: `(request id, request JSON)`.
-type CapabilityCall = dyn Fn(u64, &Value) + Send + Sync;
-
-/// What the library keeps for one offered capability: the host's callback,
-/// or none (offered to pull mode only).
-type CapabilityCb = Option<Arc<CapabilityCall>>;
-
-/// The state shared by the host's closures (never holds the host itself
-/// strongly, so dropping the host ends everything).
-struct Inner {
-    dispatcher: Arc<Dispatcher>,
-    logger: Arc<Logger>,
-    events: Slot<EventFn>,
-    /// Pull mode: events and capability requests wait here.
-    queue: Mutex<Option<EventQueue>>,
-    /// The host, for answering pulled capability requests.
-    host: OnceCell<Weak<PluginHost>>,
-    /// How long a host request may wait (the host's own limit).
-    request_timeout: Duration,
-    /// Capabilities offered by the embedding host (name → callback).
-    capabilities: Mutex<HashMap<String, CapabilityCb>>,
-}
-
-/// One `qc_plugin_host` handle. Field order is drop order: the view server
-/// and the plugin MCP server first (`qc_plugin_host_views_*`,
-/// `qc_plugin_host_mcp_*`: they hold the host), then the host
-/// (it ends every plugin and drops its closures), then the shared state
-/// (whose dispatcher joins the callback thread, unless dropped on it).
-pub(crate) struct HostEntry {
-    pub(crate) views: super::views::ViewsSlot,
-    pub(crate) mcp: super::mcp::McpSlot,
-    pub(crate) host: Arc<PluginHost>,
-    inner: Arc<Inner>,
-    plugins_dir: PathBuf,
-}
-
-impl HostEntry {
-    /// The host's logger (its log callback), for the MCP server's lines.
-    pub(crate) fn logger(&self) -> Arc<Logger> {
-        self.inner.logger.clone()
-    }
-}
-
-static HOSTS: Lazy<HandleTable<HostEntry>> = Lazy::new(HandleTable::new);
-
-pub(crate) fn entry(h: *const qc_plugin_host) -> Result<Arc<HostEntry>> {
+pub(crate) fn entry(h: *const qc_plugin_host) -> Result<Arc<PluginService>> {
     HOSTS.get(h as usize)
-}
-
-impl Inner {
-    /// Delivers one event: queued in pull mode, else to the event callback
-    /// on the callback thread.
-    fn deliver(&self, event: Value) {
-        if let Some(q) = lock(&self.queue).as_mut() {
-            if !q.push(event) {
-                self.logger
-                    .warn(|| "plugin host: the event queue is full; an event was dropped".into());
-            }
-            return;
-        }
-        if let Some(cb) = self.events.get() {
-            self.dispatcher.post(move || cb(&event));
-        }
-    }
-
-    /// The handler registered with the runtime for capability `name`.
-    fn capability_handler(self: &Arc<Self>, name: &str) -> Arc<CapabilityFn> {
-        let inner = Arc::downgrade(self);
-        let name = name.to_string();
-        Arc::new(move |req: &HostRequest| -> HostAnswer {
-            let Some(inner) = inner.upgrade() else {
-                return HostAnswer::Now(Err("the plugin host is being freed".into()));
-            };
-            inner.handle_request(&name, req)
-        })
-    }
-
-    fn handle_request(&self, name: &str, req: &HostRequest) -> HostAnswer {
-        let mut doc = req.to_json();
-        {
-            let mut queue = lock(&self.queue);
-            if let Some(q) = queue.as_mut() {
-                doc["type"] = json!("host_request");
-                if let Value::Object(m) = &mut doc {
-                    m.remove("id");
-                }
-                return match q.request(doc) {
-                    Ok(rx) => {
-                        self.forward_pulled(req.id, rx);
-                        HostAnswer::Later
-                    }
-                    Err(message) => HostAnswer::Now(Err(message)),
-                };
-            }
-        }
-        let cb = lock(&self.capabilities).get(name).cloned().flatten();
-        match cb {
-            Some(cb) => {
-                let id = req.id;
-                if self.dispatcher.post(move || cb(id, &doc)) {
-                    HostAnswer::Later
-                } else {
-                    HostAnswer::Now(Err("the plugin host is being freed".into()))
-                }
-            }
-            None => HostAnswer::Now(Err(format!(
-                "the host offers {name:?} only in pull mode, which is not enabled"
-            ))),
-        }
-    }
-
-    /// Waits (on the runtime) for the pull-mode answer of a queued request
-    /// and hands it to the runtime's request `host_id`.
-    fn forward_pulled(
-        &self,
-        host_id: u64,
-        rx: tokio::sync::oneshot::Receiver<crate::ide::events::Answer>,
-    ) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the runtime answers the request itself at its timeout
-        };
-        let host = self.host.get().cloned();
-        let limit = self.request_timeout + Duration::from_millis(100);
-        rt.spawn(async move {
-            let answer = match tokio::time::timeout(limit, rx).await {
-                Ok(Ok(Ok(text))) => Ok(text
-                    .and_then(|t| serde_json::from_str(&t).ok())
-                    .unwrap_or(Value::Null)),
-                Ok(Ok(Err(message))) => Err(message),
-                _ => return,
-            };
-            if let Some(host) = host.and_then(|w| w.upgrade()) {
-                let _ = host.respond(host_id, answer);
-            }
-        });
-    }
 }
 
 /// The status of a plugins directory error (see the module docs).
@@ -341,14 +202,6 @@ fn call_args(
     })
 }
 
-/// `{"ok":true,"result":…}` / `{"ok":false,"error":…}`.
-fn outcome_json(r: &std::result::Result<Value, CallError>) -> Value {
-    match r {
-        Ok(v) => json!({"ok": true, "result": v}),
-        Err(e) => json!({"ok": false, "error": e.to_json()}),
-    }
-}
-
 /// Creates a plugin host over a plugins directory; no plugin runs until its
 /// first call (or `qc_plugin_host_startup_finished`).
 ///
@@ -378,41 +231,7 @@ pub unsafe extern "C" fn qc_plugin_host_new(
     error: *mut *mut c_char,
 ) -> qc_status {
     HOSTS.create(config_json, out, error, |json| {
-        let config = Config::from_json(json)?;
-        let request_timeout =
-            Duration::from_millis(config.host_request_timeout_ms.unwrap_or(30_000));
-        let host = Arc::new(PluginHost::new(config)?);
-        let dispatcher = Arc::new(
-            Dispatcher::new("qc-cb")
-                .map_err(|e| Error::io("cannot start the callback thread", e))?,
-        );
-        let inner = Arc::new(Inner {
-            logger: Arc::new(Logger::new(dispatcher.clone())),
-            dispatcher,
-            events: Slot::default(),
-            queue: Mutex::new(None),
-            host: OnceCell::new(),
-            request_timeout,
-            capabilities: Mutex::new(HashMap::new()),
-        });
-        let _ = inner.host.set(Arc::downgrade(&host));
-        let weak = Arc::downgrade(&inner);
-        host.set_event_sink(Some(Arc::new(move |e: PluginEvent| {
-            if let Some(inner) = weak.upgrade() {
-                inner.deliver(e.to_json());
-            }
-        })));
-        let logger = inner.logger.clone();
-        host.set_log_sink(Some(Arc::new(move |level, message: &str| {
-            logger.log(level, || message.to_string())
-        })));
-        Ok(HostEntry {
-            views: super::views::ViewsSlot::default(),
-            mcp: super::mcp::McpSlot::default(),
-            plugins_dir: host.plugins_dir(),
-            host,
-            inner,
-        })
+        PluginService::new(Config::from_json(json)?)
     })
 }
 
@@ -429,11 +248,7 @@ pub unsafe extern "C" fn qc_plugin_host_new(
 /// (they fail with `host`).
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_free(h: *mut qc_plugin_host) -> qc_status {
-    HOSTS.destroy(h, |e| {
-        e.views.shutdown();
-        e.mcp.shutdown();
-        e.host.shutdown()
-    })
+    HOSTS.destroy(h, |e| e.shutdown())
 }
 
 /// `*out` receives the plugins directory in use, as an absolute path
@@ -447,7 +262,7 @@ pub unsafe extern "C" fn qc_plugin_host_plugins_dir(
     boundary(error, || {
         out_arg(out, "out")?;
         let e = entry(h)?;
-        write_string(out, e.plugins_dir.to_string_lossy().into_owned())
+        write_string(out, e.plugins_dir().to_string_lossy().into_owned())
     })
 }
 
@@ -460,7 +275,7 @@ pub unsafe extern "C" fn qc_plugin_host_reload(
     h: *mut qc_plugin_host,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || entry(h)?.host.reload())
+    boundary(error, || entry(h)?.host().reload())
 }
 
 /// Starts every enabled plugin that declares the `onStartupFinished`
@@ -477,7 +292,7 @@ pub unsafe extern "C" fn qc_plugin_host_startup_finished(
     json_result(error, out_json, || {
         let e = entry(h)?;
         Ok(Value::Array(
-            e.host
+            e.host()
                 .startup_finished()
                 .into_iter()
                 .map(|(id, r)| match r {
@@ -502,7 +317,7 @@ pub unsafe extern "C" fn qc_plugin_host_unload(
     with_json_error(error_json, error, || {
         let e = entry(h)?;
         let id = str_arg(id, "id")?;
-        Ok(e.host.unload(id)?)
+        Ok(e.host().unload(id)?)
     })
 }
 
@@ -514,7 +329,7 @@ pub unsafe extern "C" fn qc_plugin_host_enable(
     id: *const c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || entry(h)?.host.enable(str_arg(id, "id")?))
+    boundary(error, || entry(h)?.host().enable(str_arg(id, "id")?))
 }
 
 /// Disables plugin `id` (borrowed; persisted) and ends its process; its
@@ -525,7 +340,7 @@ pub unsafe extern "C" fn qc_plugin_host_disable(
     id: *const c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || entry(h)?.host.disable(str_arg(id, "id")?))
+    boundary(error, || entry(h)?.host().disable(str_arg(id, "id")?))
 }
 
 /// Sets the configuration value `key` of plugin `id` (persisted; later
@@ -547,14 +362,14 @@ pub unsafe extern "C" fn qc_plugin_host_set_config_value(
         let id = str_arg(id, "id")?;
         let key = str_arg(key, "key")?;
         let value = parse_json(value_json, "value_json")?;
-        e.host.set_config_value(id, key, value)
+        e.host().set_config_value(id, key, value)
     })
 }
 
 /// Reloads after a change of the plugins directory; a failure is reported
 /// with what was already done.
-fn reload_after(e: &HostEntry, what: &str) -> std::result::Result<(), Failure> {
-    e.host.reload().map_err(|err| {
+fn reload_after(e: &PluginService, what: &str) -> std::result::Result<(), Failure> {
+    e.host().reload().map_err(|err| {
         Failure::Plain(Error::new(
             err.status,
             format!("{what}, but the host could not reload: {}", err.message),
@@ -583,7 +398,7 @@ pub unsafe extern "C" fn qc_plugin_host_install(
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
         let src = str_arg(src_path, "src_path")?;
-        let outcome = install::install_from(&e.plugins_dir, Path::new(src))?;
+        let outcome = install::install_from(e.plugins_dir(), Path::new(src))?;
         let summary = outcome.summary_json();
         reload_after(&e, &format!("{} was installed", outcome.manifest.id))?;
         Ok(write_json(out_json, &summary)?)
@@ -608,7 +423,7 @@ pub unsafe extern "C" fn qc_plugin_host_uninstall(
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
         let id = str_arg(id, "id")?;
-        let outcome = install::uninstall(&e.plugins_dir, id, remove_data != 0)?;
+        let outcome = install::uninstall(e.plugins_dir(), id, remove_data != 0)?;
         reload_after(&e, &format!("{id} was uninstalled"))?;
         Ok(write_json(out_json, &outcome.summary_json())?)
     })
@@ -635,11 +450,11 @@ pub unsafe extern "C" fn qc_plugin_host_list(
     with_json_error(error_json, error, || {
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
-        let mut list = install::list_json(&e.plugins_dir)?;
+        let mut list = install::list_json(e.plugins_dir())?;
         if let Value::Array(items) = &mut list {
             for item in items {
                 let id = item.get("id").and_then(Value::as_str).map(str::to_string);
-                let last = id.and_then(|id| e.host.last_error(&id));
+                let last = id.and_then(|id| e.host().last_error(&id));
                 item["lastError"] = last.unwrap_or(Value::Null);
             }
         }
@@ -673,7 +488,9 @@ pub unsafe extern "C" fn qc_plugin_host_call(
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
         let a = call_args(plugin_id, tool, params_json, options_json)?;
-        let out = e.host.call_tool(&a.plugin, &a.tool, a.params, a.options)?;
+        let out = e
+            .host()
+            .call_tool(&a.plugin, &a.tool, a.params, a.options)?;
         Ok(write_json(out_json, &out.to_json())?)
     })
 }
@@ -705,42 +522,13 @@ pub unsafe extern "C" fn qc_plugin_host_call_async(
         };
         let a = call_args(plugin_id, tool, params_json, options_json)?;
         let ud = UserData::new(user_data, free_user_data);
-        spawn_call(&e, a, move |_, doc| {
+        e.call_async(a.plugin, a.tool, a.params, a.options, move |doc| {
             let json = callback_cstring(&doc.to_string());
             // SAFETY: host callback with its own user_data; the string lives for the call.
             unsafe { f(ud.ptr(), json.as_ptr()) };
             drop(ud);
         })
     })
-}
-
-/// Runs a checked call on the runtime and hands its outcome
-/// (`outcome_json`) to `done` on the host's callback thread, where the
-/// host, the shared state and the runtime reference are dropped too (never
-/// on a runtime thread).
-fn spawn_call(
-    e: &HostEntry,
-    a: CallArgs,
-    done: impl FnOnce(&Inner, Value) + Send + 'static,
-) -> Result<()> {
-    let rt = crate::runtime::acquire()?;
-    let host = e.host.clone();
-    let inner = e.inner.clone();
-    rt.handle().clone().spawn(async move {
-        let r = host
-            .call_tool_async(&a.plugin, &a.tool, a.params, a.options)
-            .await
-            .map(|o| o.to_json());
-        let doc = outcome_json(&r);
-        let dispatcher = inner.dispatcher.clone();
-        dispatcher.post(move || {
-            done(&inner, doc);
-            drop(host);
-            drop(inner);
-            drop(rt);
-        });
-    });
-    Ok(())
 }
 
 /// Starts a call like `qc_plugin_host_call_async`, for pull mode (hosts
@@ -763,23 +551,16 @@ pub unsafe extern "C" fn qc_plugin_host_call_queued(
     out_call_id: *mut u64,
     error: *mut *mut c_char,
 ) -> qc_status {
-    static NEXT_CALL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     value_result(error, out_call_id, || {
         let e = entry(h)?;
-        if lock(&e.inner.queue).is_none() {
+        if !e.pulling() {
             return Err(Error::new(
                 Status::Refused,
                 "pull mode is not enabled (qc_plugin_host_enable_events)",
             ));
         }
         let a = call_args(plugin_id, tool, params_json, options_json)?;
-        let id = NEXT_CALL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        spawn_call(&e, a, move |inner, mut doc| {
-            doc["type"] = json!("call_done");
-            doc["callId"] = json!(id);
-            inner.deliver(doc);
-        })?;
-        Ok(id)
+        e.call_queued(a.plugin, a.tool, a.params, a.options)
     })
 }
 
@@ -801,7 +582,7 @@ pub unsafe extern "C" fn qc_plugin_host_visible(
         out_arg(out, "out")?;
         let e = entry(h)?;
         let visible = e
-            .host
+            .host()
             .visible(str_arg(plugin_id, "plugin_id")?, str_arg(cwd, "cwd")?)?;
         // SAFETY: checked non-NULL above.
         unsafe { out.write(visible as i32) };
@@ -826,7 +607,7 @@ pub unsafe extern "C" fn qc_plugin_host_options(
     with_json_error(error_json, error, || {
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
-        let options = e.host.options(
+        let options = e.host().options(
             str_arg(plugin_id, "plugin_id")?,
             str_arg(config_id, "config_id")?,
         )?;
@@ -865,7 +646,7 @@ pub unsafe extern "C" fn qc_plugin_host_parse_document(
             // SAFETY: the caller passes `len` readable bytes at `data`.
             unsafe { std::slice::from_raw_parts(data, len) }
         };
-        let parsed = e.host.parse_document(mime, bytes)?;
+        let parsed = e.host().parse_document(mime, bytes)?;
         Ok(write_json(out_json, &parsed.to_json())?)
     })
 }
@@ -892,7 +673,7 @@ pub unsafe extern "C" fn qc_plugin_host_set_event_callback(
     boundary(error, || {
         let e = entry(h)?;
         let cb = json_callback::<Value>(cb, user_data, free_user_data);
-        e.inner.events.set(cb.map(|f| {
+        e.set_event_callback(cb.map(|f| {
             let f: Arc<EventFn> = Arc::new(move |v: &Value| f(v));
             f
         }));
@@ -917,9 +698,7 @@ pub unsafe extern "C" fn qc_plugin_host_set_log_callback(
 ) -> qc_status {
     boundary(error, || {
         let e = entry(h)?;
-        e.inner
-            .logger
-            .set(log_sink(cb, user_data, free_user_data, max_level)?);
+        e.set_log_callback(log_sink(cb, user_data, free_user_data, max_level)?);
         Ok(())
     })
 }
@@ -930,16 +709,6 @@ fn capability_name<'a>(name: *const c_char) -> Result<&'a str> {
         return Err(Error::invalid_argument("name is empty"));
     }
     Ok(name)
-}
-
-/// Registers `name` as offered, with `cb` (or removes it).
-fn offer(e: &HostEntry, name: &str, cb: Option<CapabilityCb>) {
-    let handler = cb.as_ref().map(|_| e.inner.capability_handler(name));
-    match cb {
-        Some(cb) => lock(&e.inner.capabilities).insert(name.to_string(), cb),
-        None => lock(&e.inner.capabilities).remove(name),
-    };
-    e.host.set_capability(name, handler);
 }
 
 /// Offers capability `name` (borrowed, e.g. `show_notification`) to plugins,
@@ -966,7 +735,7 @@ pub unsafe extern "C" fn qc_plugin_host_set_capability_callback(
         let e = entry(h)?;
         let name = capability_name(name)?;
         let ud = UserData::new(user_data, free_user_data);
-        let cb: Option<CapabilityCb> = cb.map(|f| {
+        let offer: Option<Offer> = cb.map(|f| {
             let call: Arc<CapabilityCall> = Arc::new(move |id: u64, request: &Value| {
                 let json = callback_cstring(&request.to_string());
                 // SAFETY: host callback with its own user_data; the string lives for the call.
@@ -974,7 +743,7 @@ pub unsafe extern "C" fn qc_plugin_host_set_capability_callback(
             });
             Some(call)
         });
-        offer(&e, name, cb);
+        e.offer_capability(name, offer);
         Ok(())
     })
 }
@@ -992,7 +761,7 @@ pub unsafe extern "C" fn qc_plugin_host_offer_capability(
 ) -> qc_status {
     boundary(error, || {
         let e = entry(h)?;
-        offer(&e, capability_name(name)?, Some(None));
+        e.offer_capability(capability_name(name)?, Some(None));
         Ok(())
     })
 }
@@ -1021,20 +790,11 @@ pub unsafe extern "C" fn qc_plugin_host_respond(
             None if result_json.is_null() => Some(Value::Null),
             None => Some(parse_json(result_json, "result_json")?),
         };
-        let mut queue = lock(&e.inner.queue);
-        if let Some(q) = queue.as_mut() {
-            let answer = match (failure, result) {
-                (Some(m), _) => Err(m.to_string()),
-                (None, r) => Ok(Some(r.unwrap_or(Value::Null).to_string())),
-            };
-            return q.respond(request_id, answer);
-        }
-        drop(queue);
         let answer = match (failure, result) {
             (Some(m), _) => Err(m.to_string()),
             (None, r) => Ok(r.unwrap_or(Value::Null)),
         };
-        e.host.respond(request_id, answer)
+        e.respond(request_id, answer)
     })
 }
 
@@ -1052,14 +812,7 @@ pub unsafe extern "C" fn qc_plugin_host_enable_events(
     out_fd: *mut i32,
     error: *mut *mut c_char,
 ) -> qc_status {
-    value_result(error, out_fd, || {
-        let e = entry(h)?;
-        let mut queue = lock(&e.inner.queue);
-        if queue.is_none() {
-            *queue = Some(EventQueue::new()?);
-        }
-        Ok(queue.as_ref().expect("just set").fd())
-    })
+    value_result(error, out_fd, || entry(h)?.enable_events())
 }
 
 /// Takes the next queued event (pull mode). `*out_json` receives an owned
@@ -1078,15 +831,7 @@ pub unsafe extern "C" fn qc_plugin_host_next_event(
 ) -> qc_status {
     boundary(error, || {
         out_arg(out_json, "out_json")?;
-        let e = entry(h)?;
-        let event = {
-            let mut queue = lock(&e.inner.queue);
-            let q = queue
-                .as_mut()
-                .ok_or_else(|| Error::new(Status::Refused, "pull mode is not enabled"))?;
-            q.prune();
-            q.pop()
-        };
+        let event = entry(h)?.next_event()?;
         write_optional_json(out_json, event);
         Ok(())
     })
@@ -1107,11 +852,13 @@ pub unsafe extern "C" fn qc_plugin_host_stats(
     json_result(error, out_json, || {
         let e = entry(h)?;
         let id = str_arg(plugin_id, "plugin_id")?;
-        e.host.stats(id).ok_or_else(|| {
+        let mut stats = e.host().stats(id).ok_or_else(|| {
             Error::new(
                 Status::NotFound,
                 format!("no plugin with id {id:?} is installed"),
             )
-        })
+        })?;
+        stats["callbackQueue"] = e.callback_stats();
+        Ok(stats)
     })
 }

@@ -21,7 +21,7 @@ use once_cell::sync::Lazy;
 
 use super::util::*;
 use crate::error::{Error, Result, Status};
-use crate::ide::events::EventQueue;
+use crate::events::PullQueue as EventQueue;
 use crate::sessions::{
     Config, HeldInfo, InboundMessage, InboundSettings, ParentSendOptions, Participant,
     ReceiptEvent, RegisterOptions, SendOptions,

@@ -25,34 +25,10 @@
 //! once the server's sockets are closed.
 
 use std::ffi::c_char;
-use std::sync::{Mutex, MutexGuard};
 
 use super::plugins::{entry, qc_plugin_host};
 use super::util::*;
-use crate::error::{Error, Status};
-use crate::plugins::views::{Config, Scheme, ViewServer};
-
-/// The view server of one host handle (at most one) and the scheme set
-/// while none runs.
-pub(crate) struct ViewsSlot(Mutex<(Option<ViewServer>, Scheme)>);
-
-impl Default for ViewsSlot {
-    fn default() -> Self {
-        ViewsSlot(Mutex::new((None, Scheme::Light)))
-    }
-}
-
-impl ViewsSlot {
-    fn lock(&self) -> MutexGuard<'_, (Option<ViewServer>, Scheme)> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Stops and drops the server, if any (outside the slot's lock).
-    pub(crate) fn shutdown(&self) {
-        let server = self.lock().0.take();
-        drop(server);
-    }
-}
+use crate::plugins::views::{Config, Scheme};
 
 /// Starts the view server of `host` on `127.0.0.1:<random port>` and writes
 /// its pages to `*out_info_json` (owned; free with `qc_string_free`; may be
@@ -75,22 +51,7 @@ pub unsafe extern "C" fn qc_plugin_host_views_start(
 ) -> qc_status {
     boundary(error, || {
         let e = entry(h)?;
-        let mut config = Config::from_json(opt_str_arg(config_json, "config_json")?)?;
-        let mut slot = e.views.lock();
-        if slot.0.is_some() {
-            return Err(Error::new(
-                Status::AlreadyRunning,
-                "the view server of this host is already running",
-            ));
-        }
-        match config.color_scheme.as_deref() {
-            Some(s) => slot.1 = Scheme::parse(s)?,
-            None => config.color_scheme = Some(slot.1.as_str().to_string()),
-        }
-        let server = ViewServer::start(e.host.clone(), config, e.logger())?;
-        let info = server.views_json()?;
-        slot.0 = Some(server);
-        drop(slot);
+        let info = e.start_views(Config::from_json(opt_str_arg(config_json, "config_json")?)?)?;
         if !out_info_json.is_null() {
             write_json(out_info_json, &info)?;
         }
@@ -107,15 +68,7 @@ pub unsafe extern "C" fn qc_plugin_host_views_stop(
     h: *mut qc_plugin_host,
     error: *mut *mut c_char,
 ) -> qc_status {
-    boundary(error, || {
-        let e = entry(h)?;
-        let Some(server) = e.views.lock().0.take() else {
-            return Err(Error::not_running());
-        };
-        let stopped = server.stop();
-        drop(server);
-        stopped
-    })
+    boundary(error, || entry(h)?.stop_views())
 }
 
 /// `*out_json` (owned) receives the pages served now, for every enabled
@@ -131,11 +84,7 @@ pub unsafe extern "C" fn qc_plugin_host_views_json(
     out_json: *mut *mut c_char,
     error: *mut *mut c_char,
 ) -> qc_status {
-    json_result(error, out_json, || {
-        let e = entry(h)?;
-        let slot = e.views.lock();
-        slot.0.as_ref().ok_or_else(Error::not_running)?.views_json()
-    })
+    json_result(error, out_json, || entry(h)?.with_views(|v| v.views_json()))
 }
 
 /// `*out_url` (owned) receives the URL of view `view_id` of plugin
@@ -156,13 +105,7 @@ pub unsafe extern "C" fn qc_plugin_host_view_url(
         let e = entry(h)?;
         let plugin = str_arg(plugin_id, "plugin_id")?;
         let view = opt_str_arg(view_id, "view_id")?;
-        let url = {
-            let slot = e.views.lock();
-            slot.0
-                .as_ref()
-                .ok_or_else(Error::not_running)?
-                .view_url(plugin, view)?
-        };
+        let url = e.with_views(|v| v.view_url(plugin, view))?;
         write_string(out_url, url)
     })
 }
@@ -179,13 +122,8 @@ pub unsafe extern "C" fn qc_plugin_host_set_color_scheme(
     error: *mut *mut c_char,
 ) -> qc_status {
     boundary(error, || {
-        let e = entry(h)?;
         let scheme = Scheme::parse(str_arg(scheme, "scheme")?)?;
-        let mut slot = e.views.lock();
-        slot.1 = scheme;
-        if let Some(server) = slot.0.as_ref() {
-            server.set_color_scheme(scheme);
-        }
+        entry(h)?.set_color_scheme(scheme);
         Ok(())
     })
 }

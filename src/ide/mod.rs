@@ -6,7 +6,6 @@
 
 pub mod context;
 mod debounce;
-pub mod events;
 pub mod hub;
 pub mod lockfile;
 pub mod server;
@@ -22,8 +21,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
+use crate::events::{Answer, HostLink};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::loopback::guard::{OriginPolicy, Policy};
 use crate::loopback::sessions::Lifecycle;
@@ -307,7 +306,8 @@ struct Running {
 /// Shared state of one companion.
 pub struct Inner {
     pub(crate) logger: Arc<Logger>,
-    pub(crate) dispatcher: Arc<Dispatcher>,
+    /// The callback thread and pull mode.
+    link: HostLink,
     pub(crate) open_diff_cb: Slot<OpenDiffFn>,
     pub(crate) close_diff_cb: Slot<CloseDiffFn>,
     settings: Mutex<Settings>,
@@ -317,7 +317,6 @@ pub struct Inner {
     running: Mutex<Option<Running>>,
     /// The running companion's debouncer (None when stopped).
     debouncer: Mutex<Option<Arc<debounce::Debouncer>>>,
-    events: Mutex<Option<events::EventQueue>>,
     /// Tool calls being answered right now (stop lets them finish).
     pub(crate) tool_calls: AtomicUsize,
 }
@@ -372,37 +371,33 @@ impl Inner {
     /// Asks the host: through the event queue when the host pulls events,
     /// else through its callback on the callback thread. `None` when the host
     /// has neither for this request.
-    pub(crate) async fn ask_host(&self, request: HostRequest) -> Option<events::Answer> {
-        let answer = {
-            let mut events = lock(&self.events);
-            match events.as_mut() {
-                Some(q) => {
-                    q.prune();
-                    let event = match &request {
-                        HostRequest::OpenDiff { path, content } => {
-                            json!({"type": "openDiff", "filePath": path, "newContent": content})
-                        }
-                        HostRequest::CloseDiff { path } => {
-                            json!({"type": "closeDiff", "filePath": path})
-                        }
-                    };
-                    match q.request(event) {
-                        Ok(rx) => rx,
-                        Err(message) => return Some(Err(message)),
-                    }
-                }
-                None => match request {
+    pub(crate) async fn ask_host(&self, request: HostRequest) -> Option<Answer> {
+        let event = match &request {
+            HostRequest::OpenDiff { path, content } => {
+                json!({"type": "openDiff", "filePath": path, "newContent": content})
+            }
+            HostRequest::CloseDiff { path } => json!({"type": "closeDiff", "filePath": path}),
+        };
+        let queued = match self.link.pull_request(event) {
+            Some(pulled) => pulled,
+            None => {
+                let d = self.link.dispatcher();
+                match request {
                     HostRequest::OpenDiff { path, content } => {
                         let cb = self.open_diff_cb.get()?;
-                        self.dispatcher
-                            .call(move || cb(&path, &content).map(|()| None))
+                        d.call(move || cb(&path, &content).map(|()| None))
                     }
                     HostRequest::CloseDiff { path } => {
                         let cb = self.close_diff_cb.get()?;
-                        self.dispatcher.call(move || cb(&path))
+                        d.call(move || cb(&path))
                     }
-                },
+                }
+                .ok_or_else(|| "the IDE is not taking its callbacks".to_string())
             }
+        };
+        let answer = match queued {
+            Ok(rx) => rx,
+            Err(message) => return Some(Err(message)),
         };
         let timeout = lock(&self.settings).request_timeout;
         let stopping = lock(&self.running)
@@ -443,14 +438,11 @@ impl Companion {
     pub fn new(config: Config) -> Result<Companion> {
         let trusted = config.trusted;
         let settings = Settings::from_config(config)?;
-        let dispatcher = Arc::new(
-            Dispatcher::new("qc-cb")
-                .map_err(|e| Error::io("cannot start the callback thread", e))?,
-        );
+        let link = HostLink::new()?;
         Ok(Companion {
             inner: Arc::new(Inner {
-                logger: Arc::new(Logger::new(dispatcher.clone())),
-                dispatcher,
+                logger: link.logger().clone(),
+                link,
                 open_diff_cb: Slot::default(),
                 close_diff_cb: Slot::default(),
                 settings: Mutex::new(settings),
@@ -459,7 +451,6 @@ impl Companion {
                 next_diff_id: AtomicU64::new(1),
                 running: Mutex::new(None),
                 debouncer: Mutex::new(None),
-                events: Mutex::new(None),
                 tool_calls: AtomicUsize::new(0),
             }),
         })
@@ -479,36 +470,29 @@ impl Companion {
     /// events instead of calling the callbacks. Returns the fd that is
     /// readable while events wait (the same fd on every call).
     pub fn enable_event_queue(&self) -> Result<std::os::fd::RawFd> {
-        let mut events = lock(&self.inner.events);
-        if events.is_none() {
-            *events = Some(events::EventQueue::new()?);
-        }
-        Ok(events.as_ref().expect("just set").fd())
+        self.inner.link.enable_pull()
     }
 
     /// The next pulled event (`None` when none waits). Requests carry an
     /// `"id"` to answer with [`Companion::respond`].
     pub fn poll_event(&self) -> Result<Option<Value>> {
-        let mut events = lock(&self.inner.events);
-        let q = events
-            .as_mut()
-            .ok_or_else(|| Error::new(Status::Refused, "the event queue is not enabled"))?;
-        Ok(q.pop())
+        self.inner.link.next_event()
     }
 
     /// Answers a pulled request: `Ok(text)` (openDiff: shown; closeDiff: the
     /// final text or `None`) or `Err(message)` to refuse.
-    pub fn respond(&self, id: u64, answer: events::Answer) -> Result<()> {
-        let mut events = lock(&self.inner.events);
-        let q = events
-            .as_mut()
-            .ok_or_else(|| Error::new(Status::Refused, "the event queue is not enabled"))?;
-        q.respond(id, answer)
+    pub fn respond(&self, id: u64, answer: Answer) -> Result<()> {
+        self.inner.link.respond(id, answer)
+    }
+
+    /// The callback queue's counters (see [`HostLink::stats`]).
+    pub fn callback_stats(&self) -> Value {
+        self.inner.link.stats()
     }
 
     /// True when called on this companion's callback thread.
     pub fn on_callback_thread(&self) -> bool {
-        self.inner.dispatcher.is_current_thread()
+        self.inner.link.on_callback_thread()
     }
 
     fn lock_contents(settings: &Settings, port: u16, token: &str) -> Value {
@@ -903,7 +887,7 @@ impl Drop for Companion {
         self.inner.open_diff_cb.set(None);
         self.inner.close_diff_cb.set(None);
         self.inner.logger.set(None);
-        self.inner.dispatcher.shutdown();
+        self.inner.link.shutdown();
     }
 }
 

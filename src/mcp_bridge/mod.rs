@@ -5,6 +5,8 @@
 //! by a second loopback MCP server, which Qwen Code reaches through an entry
 //! in the `mcpServers` object of its `settings.json`. This module holds:
 //!
+//! - [`registration`]: our entry (`qwen-companion-plugins`, the stdio
+//!   bridge) registered in or removed from one settings file.
 //! - [`settings`]: add and remove our `mcpServers` entry in the user's or the
 //!   project's `settings.json`, keeping every comment, key and byte of
 //!   formatting around it, refusing files Qwen Code itself cannot read.
@@ -21,6 +23,7 @@
 
 pub mod discovery;
 pub mod naming;
+pub mod registration;
 pub mod schema;
 pub mod server;
 pub mod settings;

@@ -62,8 +62,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::naming::SERVER_NAME;
 use super::tools;
-use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
+use crate::events::Dispatcher;
 use crate::host::{LogFn, LogLevel, Logger};
 use crate::loopback;
 use crate::loopback::guard::{OriginPolicy, Policy};
@@ -487,6 +487,29 @@ impl PluginMcpServer {
             Value::String(pid.to_string()),
         );
         Ok(env)
+    }
+
+    /// What a client of the running server needs (`qc_plugin_host_mcp_info`):
+    /// `{"url","port","headers":{"Authorization"},"env","lockFile",
+    /// "serverName","tools":[names],"sessions"}`.
+    pub fn info(&self) -> Result<Value> {
+        let port = self.port()?;
+        let token = self.auth_token()?;
+        let tools: Vec<Value> = self
+            .tools()
+            .iter()
+            .filter_map(|t| t.get("name").cloned())
+            .collect();
+        Ok(serde_json::json!({
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "port": port,
+            "headers": {"Authorization": format!("Bearer {token}")},
+            "env": self.terminal_env()?,
+            "lockFile": self.lock_file_path()?,
+            "serverName": super::naming::SERVER_NAME,
+            "tools": tools,
+            "sessions": self.session_count(),
+        }))
     }
 
     /// Number of MCP sessions known to the server.

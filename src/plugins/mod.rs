@@ -29,4 +29,5 @@ pub mod ipc;
 pub mod manifest;
 pub mod pdf;
 pub mod process;
+pub mod service;
 pub mod views;

@@ -34,8 +34,8 @@ use super::{
     PeerInfo, ReceiptFn, RegisterOptions, SendOptions, SendResult, SessionInfo,
     MESSAGING_SOCKET_ENV, MESSAGING_TOKEN_ENV,
 };
-use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result, Status};
+use crate::events::Dispatcher;
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::runtime::{self, RuntimeRef};
 use crate::shared::rand::{random_hex, uuid_v4};

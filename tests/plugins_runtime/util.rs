@@ -185,7 +185,10 @@ impl TestHost {
         let host = PluginHost::with_store(config(&plugins.dir, extra), store.clone()).unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
         let ev = events.clone();
-        host.set_event_sink(Some(Arc::new(move |e| ev.lock().unwrap().push(e))));
+        host.set_event_sink(Some(Arc::new(move |e| {
+            ev.lock().unwrap().push(e);
+            None
+        })));
         TestHost {
             host,
             store,

@@ -379,8 +379,20 @@ async fn read_frames(shared: &Weak<Shared>, slot: &Arc<PluginSlot>, inst: &Arc<I
         }
         lines.clear();
         let pushed = reader.push(&buf[..n], &mut lines);
+        let mut slow_down = None;
         for line in lines.drain(..) {
-            handle_line(shared, slot, inst, &line);
+            if let Some(wait) = handle_line(shared, slot, inst, &line) {
+                slow_down = Some(wait);
+            }
+        }
+        if let Some(wait) = slow_down {
+            // The embedder is not taking this plugin's events: read no more
+            // of it until it does (the plugin's own send queue holds the
+            // rest). Other plugins have readers of their own.
+            tokio::select! {
+                _ = wait => {}
+                _ = inst.dead.cancelled() => return,
+            }
         }
         if let Err(e) = pushed {
             let err = CallError::new(
@@ -425,7 +437,14 @@ async fn on_channel_closed(
     inst.kill(CallError::new(ErrorKind::Protocol, why), &slot.counters);
 }
 
-fn handle_line(shared: &Weak<Shared>, slot: &Arc<PluginSlot>, inst: &Arc<Instance>, line: &[u8]) {
+/// Handles one line of the plugin; gives back what the embedder asks of the
+/// reader (see [`super::SlowDown`]).
+fn handle_line(
+    shared: &Weak<Shared>,
+    slot: &Arc<PluginSlot>,
+    inst: &Arc<Instance>,
+    line: &[u8],
+) -> super::SlowDown {
     let c = &slot.counters;
     match ipc::classify(line) {
         Frame::Empty => {}
@@ -473,7 +492,7 @@ fn handle_line(shared: &Weak<Shared>, slot: &Arc<PluginSlot>, inst: &Arc<Instanc
                 Some(channel) => {
                     Counters::bump(&c.ui_pushes);
                     if let Some(s) = shared.upgrade() {
-                        s.emit(PluginEvent::UiPush {
+                        return s.emit(PluginEvent::UiPush {
                             plugin: inst.plugin_id.clone(),
                             channel: channel.to_string(),
                             payload: msg.get("payload").cloned().unwrap_or(Value::Null),
@@ -485,6 +504,7 @@ fn handle_line(shared: &Weak<Shared>, slot: &Arc<PluginSlot>, inst: &Arc<Instanc
             _ => Counters::bump(&c.ignored_messages),
         },
     }
+    None
 }
 
 async fn exit_monitor(shared: Weak<Shared>, slot: Arc<PluginSlot>, inst: Arc<Instance>) {

@@ -382,7 +382,13 @@ impl PluginEvent {
     }
 }
 
-pub type EventSink = dyn Fn(PluginEvent) + Send + Sync;
+/// What an event sink may ask of the plugin's reader: `None`, or a future
+/// to await before reading more from that plugin (backpressure: the
+/// embedder is not taking its events).
+pub type SlowDown = Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+
+/// The embedder's receiver of [`PluginEvent`]s (see [`SlowDown`]).
+pub type EventSink = dyn Fn(PluginEvent) -> SlowDown + Send + Sync;
 
 /// An observer inside the library (the plugin MCP server), told of every
 /// [`PluginEvent`] as the embedder's sink is, and of every change of the
@@ -573,13 +579,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn emit(&self, event: PluginEvent) {
+    /// Tells the listeners and the embedder's sink; gives back what the
+    /// sink asks of the producer.
+    pub fn emit(&self, event: PluginEvent) -> SlowDown {
         for l in self.listeners() {
             l.event(&event);
         }
-        if let Some(sink) = self.sink.get() {
-            sink(event);
-        }
+        self.sink.get().and_then(|sink| sink(event))
     }
     /// The live listeners (dead ones are dropped from the list).
     fn listeners(&self) -> Vec<Arc<dyn HostListener>> {

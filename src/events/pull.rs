@@ -1,32 +1,37 @@
-//! Pull-mode events: for hosts that must not be called on a foreign thread
-//! (LuaJIT, some UI toolkits), requests are queued instead of calling the
-//! callbacks. The host watches a pipe that is readable while events wait,
-//! pulls them as JSON and answers requests by id.
+//! Pull mode: for hosts that must not be called on a foreign thread
+//! (LuaJIT, some UI toolkits), events and requests are queued instead of
+//! calling the callbacks. The host watches a pipe that is readable while
+//! events wait, pulls them as JSON and answers requests by id.
+//!
+//! The queue has the same bounds and policies as the callback thread's
+//! ([`super::lanes`]): at most [`MAX_QUEUED`] events and requests wait (past
+//! it an event is dropped and a request refused at once), and notifications
+//! of which only the newest matters are coalesced by key.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::lanes::{Lanes, Limits, Push};
+use super::Answer;
 use crate::error::{Error, Result, Status};
 
-/// The host's answer to a request: `Ok(text)` or `Err(message)`.
-pub type Answer = std::result::Result<Option<String>, String>;
+/// Most events and requests that may wait; past it an event is dropped and a
+/// request refused.
+pub const MAX_QUEUED: usize = 1024;
 
-/// Most events that may wait; a request beyond it is answered with an error.
-const MAX_QUEUED: usize = 1024;
-
-pub struct EventQueue {
-    queue: VecDeque<Value>,
+pub struct PullQueue {
+    queue: Lanes<Value>,
     pending: HashMap<u64, oneshot::Sender<Answer>>,
     next_id: u64,
     read: OwnedFd,
     write: OwnedFd,
 }
 
-impl EventQueue {
-    pub fn new() -> Result<EventQueue> {
+impl PullQueue {
+    pub fn new() -> Result<PullQueue> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two fds into the array.
         let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
@@ -35,8 +40,12 @@ impl EventQueue {
         }
         // SAFETY: both fds were just created and are owned here.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok(EventQueue {
-            queue: VecDeque::new(),
+        Ok(PullQueue {
+            queue: Lanes::new(Limits {
+                max_kept: MAX_QUEUED,
+                max_keys: super::dispatch::MAX_LATEST_KEYS,
+                max_key_bytes: super::dispatch::MAX_LATEST_BYTES,
+            }),
             pending: HashMap::new(),
             next_id: 1,
             read,
@@ -69,14 +78,41 @@ impl EventQueue {
         {}
     }
 
-    /// Queues a notification-like event (no answer expected).
+    /// Queues a notification-like event (no answer expected); false when
+    /// [`MAX_QUEUED`] wait.
     pub fn push(&mut self, event: Value) -> bool {
-        if self.queue.len() >= MAX_QUEUED {
+        if self.queue.push_kept(event).is_err() {
             return false;
         }
-        self.queue.push_back(event);
         self.signal();
         true
+    }
+
+    /// Queues a notification of which only the newest per `key` matters (see
+    /// [`super::lanes`]).
+    pub fn push_latest(&mut self, key: String, bytes: usize, event: Value) -> Push {
+        let push = self.queue.push_latest(key, bytes, event);
+        self.signal();
+        push
+    }
+
+    /// True while coalesced notifications are within their bounds.
+    pub fn has_room(&self) -> bool {
+        self.queue.has_room()
+    }
+
+    /// The queue's counters.
+    pub fn stats(&self) -> super::lanes::Stats {
+        self.queue.stats()
+    }
+
+    /// Events waiting now.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
     }
 
     /// Queues a request; the returned receiver yields the host's answer.
@@ -85,17 +121,16 @@ impl EventQueue {
         &mut self,
         mut event: Value,
     ) -> std::result::Result<oneshot::Receiver<Answer>, String> {
-        if self.queue.len() >= MAX_QUEUED {
-            return Err("the IDE is not reading its events".into());
-        }
         let id = self.next_id;
-        self.next_id += 1;
         if let Value::Object(m) = &mut event {
             m.insert("id".into(), Value::from(id));
         }
+        if self.queue.push_kept(event).is_err() {
+            return Err("the IDE is not reading its events".into());
+        }
+        self.next_id += 1;
         let (tx, rx) = oneshot::channel();
         self.pending.insert(id, tx);
-        self.queue.push_back(event);
         self.signal();
         Ok(rx)
     }
@@ -104,7 +139,7 @@ impl EventQueue {
     /// out, or the companion is stopping) are skipped: nobody waits for them.
     pub fn pop(&mut self) -> Option<Value> {
         let e = loop {
-            let Some(e) = self.queue.pop_front() else {
+            let Some(e) = self.queue.pop() else {
                 break None;
             };
             match e.get("id").and_then(Value::as_u64) {

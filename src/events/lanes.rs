@@ -1,0 +1,216 @@
+//! The bounded queue behind both ways an object reaches its host: the
+//! callback thread's job queue (push mode, [`super::Dispatcher`]) and the
+//! queue a host pulls from (pull mode, [`super::PullQueue`]).
+//!
+//! Two kinds of entries wait in one FIFO:
+//! - **kept** entries (requests, completions, state changes, messages): each
+//!   is delivered, in order. At most `max_kept` wait; one more is refused and
+//!   the producer decides (a request is answered with an error at once, a
+//!   notification is dropped and counted).
+//! - **latest** entries, coalesced by a key (a plugin's `ui_push` on one
+//!   channel): while one waits, a newer one with the same key replaces its
+//!   content in place (counted as coalesced); it keeps its place in the FIFO.
+//!   At most `max_keys` keys and `max_key_bytes` bytes wait; past either, the
+//!   push is still taken (so nothing is lost) but the producer is told to
+//!   slow down ([`Push::Full`]) and waits for [`Lanes::has_room`] before it
+//!   produces more — the plugin's reader stops reading its socket, and the
+//!   plugin's own `process.send` queue holds the rest.
+
+use std::collections::{HashMap, VecDeque};
+
+/// Bounds of one queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_kept: usize,
+    pub max_keys: usize,
+    pub max_key_bytes: usize,
+}
+
+/// What a push of a latest entry tells the producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    /// Taken; there is room for more.
+    Taken,
+    /// Taken, but the latest entries are over their bounds: wait for room.
+    Full,
+}
+
+/// Counters a host can read (`stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Latest entries replaced by a newer one before delivery.
+    pub coalesced: u64,
+    /// Kept entries refused because `max_kept` were waiting.
+    pub refused: u64,
+}
+
+enum Slot<T> {
+    /// A kept entry; `true` when it counts against `max_kept`.
+    Kept(T, bool),
+    Latest(String),
+}
+
+pub struct Lanes<T> {
+    order: VecDeque<Slot<T>>,
+    latest: HashMap<String, (T, usize)>,
+    /// Kept entries waiting that count against `max_kept`.
+    kept: usize,
+    /// Kept entries waiting that do not (see [`Lanes::push_owed`]).
+    owed: usize,
+    latest_bytes: usize,
+    limits: Limits,
+    stats: Stats,
+}
+
+impl<T> Lanes<T> {
+    pub fn new(limits: Limits) -> Lanes<T> {
+        Lanes {
+            order: VecDeque::new(),
+            latest: HashMap::new(),
+            kept: 0,
+            owed: 0,
+            latest_bytes: 0,
+            limits,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Queues a kept entry; gives it back when `max_kept` already wait.
+    pub fn push_kept(&mut self, item: T) -> Result<(), T> {
+        if self.kept >= self.limits.max_kept {
+            self.stats.refused += 1;
+            return Err(item);
+        }
+        self.kept += 1;
+        self.order.push_back(Slot::Kept(item, true));
+        Ok(())
+    }
+
+    /// Queues a kept entry past `max_kept` (for entries bounded elsewhere:
+    /// answers to the host's own calls, log lines under their own cap).
+    pub fn push_owed(&mut self, item: T) -> bool {
+        self.owed += 1;
+        self.order.push_back(Slot::Kept(item, false));
+        true
+    }
+
+    /// Queues a latest entry of `bytes` under `key` (replacing a waiting one).
+    pub fn push_latest(&mut self, key: String, bytes: usize, item: T) -> Push {
+        match self.latest.get_mut(&key) {
+            Some(waiting) => {
+                self.latest_bytes = self.latest_bytes - waiting.1 + bytes;
+                *waiting = (item, bytes);
+                self.stats.coalesced += 1;
+            }
+            None => {
+                self.latest_bytes += bytes;
+                self.latest.insert(key.clone(), (item, bytes));
+                self.order.push_back(Slot::Latest(key));
+            }
+        }
+        if self.has_room() {
+            Push::Taken
+        } else {
+            Push::Full
+        }
+    }
+
+    /// True while latest entries are within their bounds.
+    pub fn has_room(&self) -> bool {
+        self.latest.len() < self.limits.max_keys && self.latest_bytes <= self.limits.max_key_bytes
+    }
+
+    /// Takes the next entry in order.
+    pub fn pop(&mut self) -> Option<T> {
+        loop {
+            match self.order.pop_front()? {
+                Slot::Kept(item, bounded) => {
+                    if bounded {
+                        self.kept -= 1;
+                    } else {
+                        self.owed -= 1;
+                    }
+                    return Some(item);
+                }
+                Slot::Latest(key) => {
+                    if let Some((item, bytes)) = self.latest.remove(&key) {
+                        self.latest_bytes -= bytes;
+                        return Some(item);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Entries waiting (kept and latest).
+    pub fn len(&self) -> usize {
+        self.kept + self.owed + self.latest.len()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Drops every waiting entry (shutdown).
+    pub fn clear(&mut self) {
+        self.order.clear();
+        self.latest.clear();
+        self.kept = 0;
+        self.owed = 0;
+        self.latest_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lanes() -> Lanes<String> {
+        Lanes::new(Limits {
+            max_kept: 3,
+            max_keys: 2,
+            max_key_bytes: 10,
+        })
+    }
+
+    #[test]
+    fn kept_entries_are_delivered_in_order_and_refused_past_the_bound() {
+        let mut l = lanes();
+        for i in 0..3 {
+            l.push_kept(format!("k{i}")).unwrap();
+        }
+        assert_eq!(l.push_kept("k3".into()), Err("k3".to_string()));
+        assert_eq!(l.stats().refused, 1);
+        assert_eq!(l.pop().as_deref(), Some("k0"));
+        l.push_kept("k4".into()).unwrap();
+        let rest: Vec<_> = std::iter::from_fn(|| l.pop()).collect();
+        assert_eq!(rest, ["k1", "k2", "k4"]);
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn latest_entries_coalesce_in_place_and_ask_for_room_past_their_bounds() {
+        let mut l = lanes();
+        l.push_kept("first".into()).unwrap();
+        assert_eq!(l.push_latest("a".into(), 1, "a1".into()), Push::Taken);
+        l.push_kept("middle".into()).unwrap();
+        assert_eq!(l.push_latest("a".into(), 1, "a2".into()), Push::Taken);
+        assert_eq!(l.stats().coalesced, 1);
+        // A second key reaches max_keys: taken, but the producer must wait.
+        assert_eq!(l.push_latest("b".into(), 1, "b1".into()), Push::Full);
+        assert!(!l.has_room());
+        assert_eq!(l.len(), 4);
+        let all: Vec<_> = std::iter::from_fn(|| l.pop()).collect();
+        // "a" kept its first place, with its newest content.
+        assert_eq!(all, ["first", "a2", "middle", "b1"]);
+        assert!(l.has_room());
+        // Bytes count too.
+        assert_eq!(l.push_latest("big".into(), 11, "x".into()), Push::Full);
+        assert_eq!(l.pop().as_deref(), Some("x"));
+        assert!(l.has_room());
+    }
+}
