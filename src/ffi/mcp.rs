@@ -24,7 +24,6 @@
 //! the server's sockets are closed and its lock file is gone.
 
 use std::ffi::c_char;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -258,7 +257,7 @@ fn bridge_path(bridge: Option<&str>) -> Result<PathBuf> {
             format!("options_json.bridge {bridge:?}: {e}"),
         )
     })?;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+    if !meta.is_file() || crate::sys::fs::mode(&meta) & 0o111 == 0 {
         return Err(Error::invalid_argument(format!(
             "options_json.bridge {bridge:?} is not an executable file"
         )));
