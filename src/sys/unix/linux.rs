@@ -128,6 +128,26 @@ pub(super) fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// A connected pair of close-on-exec AF_UNIX stream sockets (what Node's
+/// channel must be).
+pub(super) fn stream_socketpair_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: socketpair writes two new fds into the array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// A non-blocking, close-on-exec stream socket for a UNIX address; -1 on error.
 pub(super) fn unix_stream_socket_nonblocking() -> libc::c_int {
     // SAFETY: socket has no memory preconditions.

@@ -232,24 +232,6 @@ pub struct ChannelChild {
     pub stderr: PipeReader,
 }
 
-fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: socketpair writes two new fds into the array.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// A CLOEXEC duplicate of `fd` numbered 10 or higher (so the child's end is
 /// never 0–3, whatever the host closed).
 fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
@@ -269,7 +251,7 @@ fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
 /// spawning thread), so call it from a thread that lives as long as the
 /// children should.
 pub fn spawn_with_channel(cmd: ChannelCommand) -> io::Result<ChannelChild> {
-    let (parent_end, child_end) = socketpair()?;
+    let (parent_end, child_end) = super::linux::stream_socketpair_cloexec()?;
     let child_end = dup_high(&child_end)?;
     let child_fd = child_end.as_raw_fd();
     // SAFETY: getpid has no preconditions.
