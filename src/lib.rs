@@ -13,5 +13,6 @@ pub mod plugins;
 pub mod runtime;
 pub mod sessions;
 pub mod shared;
+mod sys;
 
 pub use error::{Error, Result, Status};

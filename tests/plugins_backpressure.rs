@@ -75,7 +75,8 @@ fn backpressure_child() {
         store.clone(),
     )
     .unwrap();
-    let service = Arc::new(PluginService::with_host(Arc::new(host), Duration::from_secs(30)).unwrap());
+    let service =
+        Arc::new(PluginService::with_host(Arc::new(host), Duration::from_secs(30)).unwrap());
 
     // The event callback: blocks on the first ui_push until released, then
     // records the newest payload per channel.
@@ -101,9 +102,12 @@ fn backpressure_child() {
     service.set_event_callback(Some(cb));
 
     let call = |plugin: &str, params: Value| {
-        service
-            .host()
-            .call_tool(plugin, if params.is_null() { "ping" } else { "flood" }, if params.is_null() { json!({}) } else { params }, CallOptions::default())
+        service.host().call_tool(
+            plugin,
+            if params.is_null() { "ping" } else { "flood" },
+            if params.is_null() { json!({}) } else { params },
+            CallOptions::default(),
+        )
     };
     // Both plugins running before the baseline.
     call("com.example.flood", Value::Null).unwrap();
@@ -131,7 +135,9 @@ fn backpressure_child() {
         "com.example.flood",
         json!({"n": PUSHES, "channels": SAME_CHANNELS}),
     );
-    blocked.recv_timeout(Duration::from_secs(60)).expect("the callback was reached");
+    blocked
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the callback was reached");
     let same_done_blocked = started.elapsed() < BLOCK;
     let coalesced_while_blocked = service.callback_stats()["coalesced"].as_u64().unwrap();
 
@@ -204,7 +210,12 @@ fn backpressure_child() {
 fn the_callback_queue_stays_bounded_while_the_host_is_busy() {
     let exe = std::env::current_exe().unwrap();
     let child = Command::new(exe)
-        .args(["backpressure_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "backpressure_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("QC_BACKPRESSURE_CHILD", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -216,7 +227,10 @@ fn the_callback_queue_stays_bounded_while_the_host_is_busy() {
     let report: Value = BufReader::new(stdout)
         .lines()
         .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("QC ").map(|j| serde_json::from_str(j).unwrap()))
+        .find_map(|l| {
+            l.strip_prefix("QC ")
+                .map(|j| serde_json::from_str(j).unwrap())
+        })
         .unwrap_or_else(|| panic!("the child (pid {pid}) printed no report"));
     let status = child.0.wait().unwrap();
     assert!(status.success(), "child failed: {status}");
@@ -228,7 +242,10 @@ fn the_callback_queue_stays_bounded_while_the_host_is_busy() {
         report
     );
     assert!(report["sameOk"].as_bool().unwrap(), "{report}");
-    assert!(report["sameDoneWhileBlocked"].as_bool().unwrap(), "{report}");
+    assert!(
+        report["sameDoneWhileBlocked"].as_bool().unwrap(),
+        "{report}"
+    );
     assert!(
         report["coalescedWhileBlocked"].as_u64().unwrap() > PUSHES / 2,
         "{report}"

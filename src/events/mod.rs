@@ -84,7 +84,7 @@ impl HostLink {
 
     /// Switches to pull mode (again: no change) and returns the handle the
     /// host watches; it stays valid while the object lives.
-    pub fn enable_pull(&self) -> Result<std::os::fd::RawFd> {
+    pub fn enable_pull(&self) -> Result<crate::sys::event::RawEventHandle> {
         let mut pull = lock(&self.pull);
         if pull.is_none() {
             *pull = Some(PullQueue::new()?);

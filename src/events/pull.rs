@@ -9,7 +9,6 @@
 //! of which only the newest matters are coalesced by key.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -17,6 +16,7 @@ use tokio::sync::oneshot;
 use super::lanes::{Lanes, Limits, Push};
 use super::Answer;
 use crate::error::{Error, Result, Status};
+use crate::sys::event::{EventHandle, RawEventHandle};
 
 /// Most events and requests that may wait; past it an event is dropped and a
 /// request refused.
@@ -26,20 +26,12 @@ pub struct PullQueue {
     queue: Lanes<Value>,
     pending: HashMap<u64, oneshot::Sender<Answer>>,
     next_id: u64,
-    read: OwnedFd,
-    write: OwnedFd,
+    handle: EventHandle,
 }
 
 impl PullQueue {
     pub fn new() -> Result<PullQueue> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 writes two fds into the array.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-        if rc != 0 {
-            return Err(Error::io("pipe2", std::io::Error::last_os_error()));
-        }
-        // SAFETY: both fds were just created and are owned here.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let handle = EventHandle::new().map_err(|e| Error::io("pipe2", e))?;
         Ok(PullQueue {
             queue: Lanes::new(Limits {
                 max_kept: MAX_QUEUED,
@@ -48,34 +40,21 @@ impl PullQueue {
             }),
             pending: HashMap::new(),
             next_id: 1,
-            read,
-            write,
+            handle,
         })
     }
 
-    /// The fd the host watches for readability.
-    pub fn fd(&self) -> RawFd {
-        self.read.as_raw_fd()
+    /// The handle the host watches for readability.
+    pub fn fd(&self) -> RawEventHandle {
+        self.handle.raw()
     }
 
     fn signal(&self) {
-        let b = [1u8];
-        // SAFETY: writing one byte to our own non-blocking pipe; a full pipe is fine
-        // (it is readable already).
-        unsafe { libc::write(self.write.as_raw_fd(), b.as_ptr() as *const libc::c_void, 1) };
+        self.handle.signal();
     }
 
     fn drain(&self) {
-        let mut buf = [0u8; 256];
-        // SAFETY: reading into a local buffer from our own non-blocking pipe.
-        while unsafe {
-            libc::read(
-                self.read.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-            )
-        } > 0
-        {}
+        self.handle.drain();
     }
 
     /// Queues a notification-like event (no answer expected); false when

@@ -1,6 +1,6 @@
-//! The C ABI. This module is the only place with `extern "C"` functions:
-//! the exported `qc_*` entry points, and the one `atexit` trampoline
-//! ([`at_exit`]) through which the rest of the library registers exit hooks.
+//! The C ABI: the exported `qc_*` entry points. Apart from the `atexit`
+//! trampoline of the OS layer (`crate::sys`), this module is the only place
+//! with `extern "C"` functions.
 //!
 //! Conventions (also in the generated header and README):
 //! * Every fallible function returns a `qc_status` from a fixed table and takes
@@ -16,7 +16,6 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
-mod atexit;
 mod companion;
 mod mcp;
 mod plugins;
@@ -24,7 +23,9 @@ mod sessions;
 mod util;
 mod views;
 
-pub(crate) use atexit::at_exit;
+/// Exit hooks moved to the OS layer; this name stays for callers not yet
+/// switched to `crate::sys::at_exit`.
+pub(crate) use crate::sys::at_exit;
 pub use companion::*;
 pub use mcp::*;
 pub use plugins::*;

@@ -94,11 +94,7 @@ impl Drop for Debouncer {
 fn run(shared: &Shared, debounce: Duration, max_wait: Duration, emit: impl Fn()) {
     // This thread only sleeps until deadlines: ask the kernel not to add its
     // default 50 us of timer slack to them (a per-thread setting).
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
-    }
+    crate::sys::thread::precise_timers();
     let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         if st.stop {

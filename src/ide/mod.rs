@@ -228,8 +228,7 @@ impl Settings {
             ide_display_name,
             ide_id,
             lock_dir: c.lock_dir,
-            // SAFETY: getpid has no preconditions.
-            ppid: c.ppid.unwrap_or_else(|| unsafe { libc::getpid() } as u32),
+            ppid: c.ppid.unwrap_or_else(crate::sys::process::current_pid),
             debounce,
             max_wait: max_wait.max(debounce),
             max_body_bytes: server.max_body_bytes,
@@ -469,7 +468,7 @@ impl Companion {
     /// Switches to pull mode: openDiff/closeDiff requests are queued as JSON
     /// events instead of calling the callbacks. Returns the fd that is
     /// readable while events wait (the same fd on every call).
-    pub fn enable_event_queue(&self) -> Result<std::os::fd::RawFd> {
+    pub fn enable_event_queue(&self) -> Result<crate::sys::event::RawEventHandle> {
         self.inner.link.enable_pull()
     }
 

@@ -319,11 +319,7 @@ impl Trim {
 
 /// Returns free heap memory to the OS where the allocator supports it.
 pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::mem::release_free_memory();
 }
 
 /// Closes every rmcp session (the server stops).

@@ -46,12 +46,7 @@ pub struct LockInfo {
 
 /// True when a process `pid` exists (ours or another user's).
 pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 only checks for the process.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    pid > 0 && crate::sys::process::exists(pid as u32)
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Option<LockInfo> {
@@ -179,7 +174,7 @@ mod tests {
             serde_json::json!({"port": 1007, "pid": me}),
             0,
         );
-        std::os::unix::fs::symlink(dir.join("c.lock"), dir.join("h.lock")).unwrap();
+        crate::sys::fs::symlink(dir.join("c.lock"), dir.join("h.lock")).unwrap();
         let ports = |cwd: &str| -> Vec<u16> {
             candidates(&dir, Path::new(cwd))
                 .into_iter()
@@ -205,7 +200,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let me = std::process::id() as i32;
         // Another live process of ours: the test runner's parent is alive.
-        let parent = unsafe { libc::getppid() };
+        let parent = crate::sys::process::parent_pid() as i32;
         let lock = |port: u16, pid: i32, ws: &[&str]| serde_json::json!({"port": port, "authToken": "t", "pid": pid, "workspacePaths": ws});
         write(&dir, "a.lock", lock(2001, me, &["/proj"]), 1);
         write(&dir, "b.lock", lock(2002, parent, &["/elsewhere"]), 50);

@@ -343,8 +343,7 @@ impl PluginMcpServer {
             Some(d) => fs::absolute(d),
             None => default_lock_dir()?,
         };
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() } as u32;
+        let pid = crate::sys::process::current_pid();
         let lock_path = lock_dir.join(format!("{pid}.lock"));
         let claim = LockClaim::new(&lock_path)?;
         let token = crate::shared::rand::random_hex(32)?;
@@ -480,8 +479,7 @@ impl PluginMcpServer {
     pub fn terminal_env(&self) -> Result<serde_json::Map<String, Value>> {
         self.running(|_| ())?;
         let mut env = serde_json::Map::new();
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() };
+        let pid = crate::sys::process::current_pid();
         env.insert(
             super::discovery::PREFERRED_PID_ENV.to_string(),
             Value::String(pid.to_string()),

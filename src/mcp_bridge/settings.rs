@@ -70,7 +70,6 @@
 
 use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
@@ -214,7 +213,7 @@ fn apply(path: &Path, name: &str, entry: Option<&Value>) -> Result<Outcome> {
                 path.display()
             )));
         }
-        let mode = target_meta.permissions().mode() & 0o7777;
+        let mode = crate::sys::fs::mode(&target_meta) & 0o7777;
         let original = read_text(path)?;
         let edit = edit_text(&original, name, entry).map_err(|mut e| {
             e.message = format!("{}: {}", path.display(), e.message);
@@ -297,7 +296,7 @@ fn ensure_dir(path: &Path) -> Result<()> {
         fs::create_dir_all(parent)
             .map_err(|e| Error::io(&format!("create {}", parent.display()), e))?;
     }
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
+    match crate::sys::fs::dir_builder(0o700).create(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(Error::io(&format!("create {}", dir.display()), e)),

@@ -1,6 +1,5 @@
 use super::*;
 use serde_json::json;
-use std::os::unix::fs::PermissionsExt;
 
 const NAME: &str = "qwen-companion-plugins";
 
@@ -241,15 +240,11 @@ fn a_new_file_is_created_0600_with_version_in_a_new_0700_dir() {
     let o = register(&path, NAME, &entry()).unwrap();
     assert_eq!((o.change, o.created), (Change::Added, true));
     assert_eq!(
-        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
         0o600
     );
     assert_eq!(
-        fs::metadata(path.parent().unwrap())
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
+        crate::sys::fs::mode(&fs::metadata(path.parent().unwrap()).unwrap()) & 0o777,
         0o700
     );
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
@@ -264,23 +259,23 @@ fn the_mode_is_kept_and_no_temp_file_is_left() {
     let d = tmpdir("mode");
     let path = d.join("settings.json");
     fs::write(&path, REAL_WORLD).unwrap();
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-    fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    crate::sys::fs::set_mode(&path, 0o640).unwrap();
+    crate::sys::fs::set_mode(&d, 0o755).unwrap();
     register(&path, NAME, &entry()).unwrap();
     assert_eq!(
-        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
         0o640
     );
     // The directory's mode is the user's business.
     assert_eq!(
-        fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+        crate::sys::fs::mode(&fs::metadata(&d).unwrap()) & 0o777,
         0o755
     );
     let o = unregister(&path, NAME).unwrap();
     assert_eq!(o.change, Change::Removed);
     assert_eq!(fs::read_to_string(&path).unwrap(), REAL_WORLD);
     assert_eq!(
-        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
         0o640
     );
     let names: Vec<_> = fs::read_dir(&d)
@@ -312,7 +307,7 @@ fn a_symlink_is_read_through_and_replaced_its_target_kept() {
     let target = d.join("dotfiles-settings.json");
     fs::write(&target, "{\"a\": 1}").unwrap();
     let path = d.join("settings.json");
-    std::os::unix::fs::symlink(&target, &path).unwrap();
+    crate::sys::fs::symlink(&target, &path).unwrap();
     let o = register(&path, NAME, &entry()).unwrap();
     assert!(o.replaced_symlink);
     assert!(!fs::symlink_metadata(&path)

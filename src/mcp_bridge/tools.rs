@@ -217,9 +217,8 @@ pub fn resource_link(path: &Path) -> Value {
 /// `file://` + the path, every byte outside the unreserved set and `/`
 /// percent-encoded.
 pub fn file_uri(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
     let mut out = String::from("file://");
-    for &b in path.as_os_str().as_bytes() {
+    for &b in crate::sys::env::path_bytes(path).iter() {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
             out.push(b as char);
         } else {

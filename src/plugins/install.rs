@@ -23,8 +23,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -280,8 +278,7 @@ pub fn install_with(
         let staging_root = dir.join(STAGING_DIR);
         created.staging_root = create_dir_if_missing(&staging_root, 0o700)?;
         let staging = staging_root.join(crate::shared::rand::random_hex(6)?);
-        fs::DirBuilder::new()
-            .mode(0o700)
+        crate::sys::fs::dir_builder(0o700)
             .create(&staging)
             .map_err(|e| InstallError::io(&format!("create {}", staging.display()), e))?;
         created.staging = Some(staging.clone());
@@ -361,9 +358,8 @@ fn create_dir_if_missing(dir: &Path, mode: u32) -> Result<Option<PathBuf>, Insta
     if fs::symlink_metadata(dir).is_ok() {
         return Ok(None);
     }
-    fs::DirBuilder::new()
+    crate::sys::fs::dir_builder(mode)
         .recursive(true)
-        .mode(mode)
         .create(dir)
         .map_err(|e| InstallError::io(&format!("create {}", dir.display()), e))?;
     Ok(Some(dir.to_path_buf()))
@@ -533,27 +529,14 @@ pub(crate) fn check_id(id: &str) -> Result<(), InstallError> {
 
 /// An exclusive `flock` on the plugins directory, released on drop.
 pub(crate) struct DirLock {
-    _file: File,
+    _lock: crate::sys::fs::DirLock,
 }
 
 impl DirLock {
     pub(crate) fn exclusive(dir: &Path) -> Result<DirLock, InstallError> {
-        let f = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(dir)
-            .map_err(|e| InstallError::io(&format!("open {}", dir.display()), e))?;
-        loop {
-            // SAFETY: flock on a descriptor we own; no memory is passed.
-            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-            if rc == 0 {
-                return Ok(DirLock { _file: f });
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(InstallError::io(&format!("lock {}", dir.display()), e));
-            }
-        }
+        crate::sys::fs::DirLock::exclusive(dir)
+            .map(|l| DirLock { _lock: l })
+            .map_err(|e| InstallError::io(&format!("lock {}", dir.display()), e))
     }
 }
 
@@ -598,11 +581,9 @@ impl<'l> Budget<'l> {
         name: &str,
         read_code: &'static str,
     ) -> Result<(), InstallError> {
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        let mut o = OpenOptions::new();
+        o.write(true).create_new(true);
+        let mut out = crate::sys::fs::no_follow(crate::sys::fs::create_mode(&mut o, mode))
             .open(dst)
             .map_err(|e| InstallError::io(&format!("create {}", dst.display()), e))?;
         let mut buf = vec![0u8; 64 * 1024];
@@ -642,7 +623,7 @@ impl<'l> Budget<'l> {
             out.write_all(&buf[..n])
                 .map_err(|e| InstallError::io(&format!("write {}", dst.display()), e))?;
         }
-        out.set_permissions(fs::Permissions::from_mode(mode))
+        crate::sys::fs::set_file_mode(&out, mode)
             .map_err(|e| InstallError::io(&format!("chmod {}", dst.display()), e))?;
         Ok(())
     }
@@ -722,8 +703,7 @@ fn copy_dir(
                     format!("{rel:?} is a symlink that loops back to one of its parents"),
                 ));
             }
-            fs::DirBuilder::new()
-                .mode(0o755)
+            crate::sys::fs::dir_builder(0o755)
                 .create(&target)
                 .map_err(|e| InstallError::io(&format!("create {}", target.display()), e))?;
             ancestors.push(fs::canonicalize(&real).unwrap_or(real.clone()));
@@ -731,10 +711,9 @@ fn copy_dir(
             ancestors.pop();
             r?;
         } else if meta.is_file() {
-            use std::os::unix::fs::MetadataExt;
-            let mut f = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            let mut o = OpenOptions::new();
+            o.read(true);
+            let mut f = crate::sys::fs::no_follow_nonblocking(&mut o)
                 .open(&real)
                 .map_err(|e| InstallError::io(&format!("open {}", real.display()), e))?;
             // The file may have been swapped since the stat: check the open one.
@@ -750,7 +729,7 @@ fn copy_dir(
             budget.copy(
                 &mut f,
                 &target,
-                file_mode(Some(meta.mode())),
+                file_mode(Some(crate::sys::fs::mode(&meta))),
                 &rel,
                 codes::IO,
             )?;

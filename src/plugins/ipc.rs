@@ -17,16 +17,12 @@
 //!   last line: a partial line at EOF is discarded, never parsed;
 //! - there is no size limit: the host enforces its own per-message cap.
 //!
-//! Writes use `send(…, MSG_NOSIGNAL)`: a write to a dead plugin gives EPIPE
-//! instead of a SIGPIPE that would kill the IDE.
+//! Writes never raise SIGPIPE (see `crate::sys::ipc`): a write to a dead
+//! plugin gives EPIPE instead of a signal that would kill the IDE.
 
 use std::borrow::Cow;
-use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 
 use serde_json::Value;
-use tokio::io::Interest;
-use tokio::net::UnixStream;
 
 /// Default per-message cap (16 MiB).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -222,111 +218,10 @@ pub fn encode(msg: &Value) -> Vec<u8> {
     out
 }
 
-/// Most fds one read may carry (more are dropped by the kernel, MSG_CTRUNC).
-const MAX_FDS_PER_READ: usize = 16;
-
-fn close_passed_fds(msg: &libc::msghdr) -> usize {
-    let mut closed = 0;
-    // SAFETY: walking the control buffer the kernel filled for this msghdr
-    // with the CMSG_* macros; each SCM_RIGHTS payload holds c_ints that are
-    // fds now owned by us, closed once here.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg) as *const libc::c_int;
-                let header = libc::CMSG_LEN(0) as usize;
-                let n = ((*cmsg).cmsg_len as usize).saturating_sub(header)
-                    / std::mem::size_of::<libc::c_int>();
-                for k in 0..n {
-                    let fd = std::ptr::read_unaligned(data.add(k));
-                    if fd >= 0 {
-                        libc::close(fd);
-                        closed += 1;
-                    }
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
-        }
-    }
-    closed
-}
-
-/// One `recvmsg` on `fd`: bytes into `buf`; every fd passed with them is
-/// closed at once (received with MSG_CMSG_CLOEXEC, so none can leak to a
-/// child in between). Returns `(bytes, fds closed)`; 0 bytes = EOF.
-fn recv_once(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, usize)> {
-    // u64 alignment covers cmsghdr.
-    let space =
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        unsafe { libc::CMSG_SPACE((MAX_FDS_PER_READ * std::mem::size_of::<libc::c_int>()) as u32) }
-            as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: zeroed msghdr is a valid empty header; the pointers set below
-    // point to live local buffers for the duration of the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = (control.len() * 8) as _;
-    // SAFETY: recvmsg on our socket with the header above.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let closed = close_passed_fds(&msg);
-    Ok((n as usize, closed))
-}
-
 /// Reads the next chunk from the plugin's socket (fds passed with it are
-/// closed, their count returned). `Ok((0, _))` is EOF.
-pub async fn recv_chunk(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, usize)> {
-    let fd = stream.as_raw_fd();
-    loop {
-        stream.readable().await?;
-        match stream.try_io(Interest::READABLE, || recv_once(fd, buf)) {
-            Ok(r) => return Ok(r),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Writes all of `bytes` with `send(MSG_NOSIGNAL)` (EPIPE, never SIGPIPE).
-pub async fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
-    let fd = stream.as_raw_fd();
-    while !bytes.is_empty() {
-        stream.writable().await?;
-        let r = stream.try_io(Interest::WRITABLE, || {
-            // SAFETY: send from a live slice on our socket.
-            let n = unsafe {
-                libc::send(
-                    fd,
-                    bytes.as_ptr() as *const libc::c_void,
-                    bytes.len(),
-                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        });
-        match r {
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
+/// closed, their count returned; `Ok((0, _))` is EOF), and writes all of a
+/// buffer to it (EPIPE, never SIGPIPE).
+pub use crate::sys::ipc::{recv_chunk, send_all};
 
 #[cfg(test)]
 mod tests {
@@ -549,81 +444,5 @@ mod tests {
                 prop_assert_eq!(l.len(), *s);
             }
         }
-    }
-
-    fn pair() -> (UnixStream, std::os::unix::net::UnixStream) {
-        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        (UnixStream::from_std(a).unwrap(), b)
-    }
-
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
-    /// Open fds of this process that are the pipe with inode `ino`.
-    fn fds_on_pipe(ino: u64) -> usize {
-        let want = format!("pipe:[{ino}]");
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|l| l.to_string_lossy() == want)
-            .count()
-    }
-
-    #[test]
-    fn passed_fds_are_closed() {
-        rt().block_on(async {
-            let (ours, theirs) = pair();
-            // Pass three fds (a pipe's two ends and /dev/null) with a frame.
-            let mut p = [0; 2];
-            // SAFETY: pipe writes two fds.
-            assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-            use std::os::unix::fs::MetadataExt;
-            let ino = std::fs::metadata(format!("/proc/self/fd/{}", p[0]))
-                .unwrap()
-                .ino();
-            let null = std::fs::File::open("/dev/null").unwrap();
-            let fds = [p[0], p[1], null.as_raw_fd()];
-            let payload = b"{\"cmd\":\"NODE_HANDLE\"}\n";
-            // SAFETY: building an SCM_RIGHTS message from local buffers.
-            unsafe {
-                let size = std::mem::size_of_val(&fds) as u32;
-                let mut control = vec![0u64; (libc::CMSG_SPACE(size) as usize).div_ceil(8)];
-                let mut iov = libc::iovec {
-                    iov_base: payload.as_ptr() as *mut libc::c_void,
-                    iov_len: payload.len(),
-                };
-                let mut msg: libc::msghdr = std::mem::zeroed();
-                msg.msg_iov = &mut iov;
-                msg.msg_iovlen = 1;
-                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-                msg.msg_controllen = libc::CMSG_SPACE(size) as _;
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(size) as _;
-                std::ptr::copy_nonoverlapping(
-                    fds.as_ptr() as *const u8,
-                    libc::CMSG_DATA(c),
-                    size as usize,
-                );
-                assert!(libc::sendmsg(theirs.as_raw_fd(), &msg, 0) > 0);
-                libc::close(p[0]);
-                libc::close(p[1]);
-            }
-            drop(null);
-            let mut buf = [0u8; 256];
-            let (n, closed) = recv_chunk(&ours, &mut buf).await.unwrap();
-            assert_eq!(&buf[..n], payload);
-            assert_eq!(closed, 3);
-            assert_eq!(fds_on_pipe(ino), 0, "received fds were not closed");
-            drop(theirs);
-            let (n, _) = recv_chunk(&ours, &mut buf).await.unwrap();
-            assert_eq!(n, 0);
-        });
     }
 }

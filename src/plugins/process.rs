@@ -18,7 +18,7 @@
 //! `NODE_OPTIONS` (it would run code of the host's choosing in the plugin) nor
 //! `NODE_UNIQUE_ID` (the child would become a cluster worker).
 //!
-//! ## In the child, before exec
+//! ## In the child, before exec (`crate::sys::process::spawn_with_channel`)
 //! Only async-signal-safe calls: `setpgid(0, 0)` (own process group),
 //! `prctl(PR_SET_PDEATHSIG, SIGKILL)` then a `getppid()` check (the parent
 //! may already be gone), marking every inherited fd ≥ 3 close-on-exec
@@ -46,7 +46,8 @@
 //! every process still carrying the instance tag. The tag is an environment
 //! variable ([`TAG_VAR`] = random hex per instance) that every descendant
 //! inherits, also those that called `setsid()` and left the group. We find
-//! them by scanning `/proc/*/environ` of processes of our uid. Why not the
+//! them by scanning the environments of our user's processes
+//! ([`crate::sys::process::find_by_env`]). Why not the
 //! alternatives: cgroups need a delegated subtree, which a process inside an
 //! IDE does not have; `PR_SET_CHILD_SUBREAPER` is process-wide and would
 //! make every orphan of the IDE its child (it would have to be set on the
@@ -56,10 +57,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -67,11 +65,14 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result, Status};
+use crate::sys::process::{ChannelChild, ChannelCommand, ChannelEnd, PipeReader, Process};
+pub use crate::sys::ExitInfo;
+use crate::sys::Signal;
 
 /// The per-instance tag variable every descendant of a plugin inherits.
 pub const TAG_VAR: &str = "QWEN_COMPANION_PLUGIN_INSTANCE";
 /// The fd the child's channel end is moved to.
-pub const CHANNEL_FD: i32 = 3;
+pub const CHANNEL_FD: i32 = crate::sys::process::CHANNEL_FD;
 /// Bytes of stdout and of stderr kept for error messages.
 pub const TAIL_BYTES: usize = 8 * 1024;
 
@@ -123,61 +124,6 @@ pub fn plugin_env(extra: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-}
-
-impl ExitInfo {
-    fn from_status(status: libc::c_int) -> ExitInfo {
-        if libc::WIFEXITED(status) {
-            ExitInfo {
-                code: Some(libc::WEXITSTATUS(status)),
-                signal: None,
-            }
-        } else if libc::WIFSIGNALED(status) {
-            ExitInfo {
-                code: None,
-                signal: Some(libc::WTERMSIG(status)),
-            }
-        } else {
-            ExitInfo {
-                code: None,
-                signal: None,
-            }
-        }
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-impl std::fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.code, self.signal) {
-            (Some(c), _) => write!(f, "exit code {c}"),
-            (None, Some(s)) => write!(f, "killed by signal {s} ({})", signal_name(s)),
-            _ => write!(f, "unknown exit status"),
-        }
-    }
-}
-
 /// The last bytes of a stream.
 #[derive(Default)]
 pub struct Tail {
@@ -202,15 +148,7 @@ impl Tail {
     }
 }
 
-/// What the spawn thread hands back.
-struct Spawned {
-    pid: i32,
-    channel: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-}
-
-type SpawnJob = (SpawnSpec, mpsc::Sender<io::Result<Spawned>>);
+type SpawnJob = (SpawnSpec, mpsc::Sender<io::Result<ChannelChild>>);
 
 /// The dedicated `qc-plugin-spawn` thread of one plugin host (see the
 /// module docs: PR_SET_PDEATHSIG follows the spawning thread). Dropping it
@@ -220,94 +158,17 @@ pub struct Spawner {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: socketpair writes two new fds into the array.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// A CLOEXEC duplicate of `fd` numbered 10 or higher (so the child's end is
-/// never 0–3, whatever the IDE closed).
-fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: n is a new fd.
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
-}
-
-fn spawn_now(spec: SpawnSpec) -> io::Result<Spawned> {
-    let (parent_end, child_end) = socketpair()?;
-    let child_end = dup_high(&child_end)?;
-    let child_fd = child_end.as_raw_fd();
-    // SAFETY: getpid has no preconditions.
-    let parent_pid = unsafe { libc::getpid() };
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(plugin_env(&spec.env))
-        .env("NODE_CHANNEL_FD", CHANNEL_FD.to_string())
-        .env("NODE_CHANNEL_SERIALIZATION_MODE", "json")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+fn spawn_now(spec: SpawnSpec) -> io::Result<ChannelChild> {
+    let mut env = plugin_env(&spec.env);
     if spec.electron {
-        cmd.env("ELECTRON_RUN_AS_NODE", "1");
+        env.retain(|(k, _)| k != "ELECTRON_RUN_AS_NODE");
+        env.push(("ELECTRON_RUN_AS_NODE".into(), "1".into()));
     }
-    // SAFETY: the closure only makes async-signal-safe calls (setpgid,
-    // prctl, getppid, syscall(close_range), dup2, _exit) on values
-    // captured by copy; it allocates nothing and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != parent_pid {
-                // The spawner died between fork and prctl: nobody to serve.
-                libc::_exit(1);
-            }
-            // Best effort (Linux >= 5.11): no inherited fd survives exec.
-            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                libc::c_uint::MAX,
-                CLOSE_RANGE_CLOEXEC,
-            );
-            // dup2 gives fd 3 without CLOEXEC (child_fd >= 10, never 3).
-            if libc::dup2(child_fd, CHANNEL_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn()?;
-    drop(child_end);
-    let stdout = OwnedFd::from(child.stdout.take().expect("piped"));
-    let stderr = OwnedFd::from(child.stderr.take().expect("piped"));
-    Ok(Spawned {
-        pid: child.id() as i32,
-        channel: parent_end,
-        stdout,
-        stderr,
+    crate::sys::process::spawn_with_channel(ChannelCommand {
+        program: spec.program,
+        args: spec.args,
+        cwd: spec.cwd,
+        env,
     })
 }
 
@@ -327,7 +188,7 @@ impl Spawner {
         })
     }
 
-    fn spawn_raw(&self, spec: SpawnSpec) -> io::Result<Spawned> {
+    fn spawn_raw(&self, spec: SpawnSpec) -> io::Result<ChannelChild> {
         let (reply_tx, reply_rx) = mpsc::channel();
         {
             let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
@@ -357,33 +218,18 @@ impl Spawner {
         })?;
         let _enter = rt.enter();
         let (exit_tx, exit_rx) = watch::channel(None);
-        let pid = s.pid;
+        let process = Arc::new(s.process);
+        let pid = process.pid() as i32;
+        let waiting = process.clone();
         let waiter = std::thread::Builder::new()
             .name("qc-plugin-wait".into())
             .spawn(move || {
-                let mut status: libc::c_int = 0;
-                let info = loop {
-                    // SAFETY: waitpid on the one pid we spawned.
-                    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-                    if r == pid {
-                        break ExitInfo::from_status(status);
-                    }
-                    if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    // ECHILD: someone else reaped it (a waitpid(-1) in the host).
-                    break ExitInfo {
-                        code: None,
-                        signal: None,
-                    };
-                };
-                let _ = exit_tx.send(Some(info));
+                let _ = exit_tx.send(Some(waiting.wait()));
             });
         if let Err(e) = waiter {
             // Without a waiter we could never tell its exit: end it now.
-            kill_group(pid, libc::SIGKILL);
-            // SAFETY: reaping the pid we just killed.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            process.signal_group(Signal::Kill);
+            process.wait();
             return Err(Error::io("cannot start the plugin's waiter thread", e));
         }
         let stdout_tail = Arc::new(Tail::default());
@@ -394,6 +240,7 @@ impl Spawner {
         drain(s.stderr, stderr_tail.clone(), err_done_tx);
         Ok(Child {
             pid,
+            process,
             tag,
             channel: Mutex::new(Some(s.channel)),
             exit: exit_rx,
@@ -418,8 +265,8 @@ impl Drop for Spawner {
     }
 }
 
-fn drain(fd: OwnedFd, tail: Arc<Tail>, done: watch::Sender<bool>) {
-    let rx = match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+fn drain(pipe: PipeReader, tail: Arc<Tail>, done: watch::Sender<bool>) {
+    let rx = match pipe.into_async() {
         Ok(rx) => rx,
         Err(_) => {
             let _ = done.send(true);
@@ -442,19 +289,13 @@ fn drain(fd: OwnedFd, tail: Arc<Tail>, done: watch::Sender<bool>) {
 /// A running (or ended) plugin process.
 pub struct Child {
     pid: i32,
+    process: Arc<Process>,
     tag: String,
-    channel: Mutex<Option<OwnedFd>>,
+    channel: Mutex<Option<ChannelEnd>>,
     exit: watch::Receiver<Option<ExitInfo>>,
     stdout_tail: Arc<Tail>,
     stderr_tail: Arc<Tail>,
     stderr_done: watch::Receiver<bool>,
-}
-
-fn kill_group(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: signalling the process group we created (pgid = child pid).
-        unsafe { libc::kill(-pgid, sig) };
-    }
 }
 
 impl Child {
@@ -466,7 +307,7 @@ impl Child {
         &self.tag
     }
     /// Our end of the channel (once: the host wraps it in its stream).
-    pub fn take_channel(&self) -> Option<OwnedFd> {
+    pub fn take_channel(&self) -> Option<ChannelEnd> {
         self.channel
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -507,14 +348,13 @@ impl Child {
         self.exited().is_none()
             || find_tagged(&self.tag)
                 .into_iter()
-                // SAFETY: getpgid only reads another process's group id.
-                .any(|p| unsafe { libc::getpgid(p) } == self.pid)
+                .any(|p| self.process.group_contains(p as u32))
     }
 
     /// Signals the process group when it is still ours (blocking).
-    pub fn signal_group_blocking(&self, sig: i32) {
+    pub fn signal_group_blocking(&self, sig: Signal) {
         if self.group_is_ours() {
-            kill_group(self.pid, sig);
+            self.process.signal_group(sig);
         }
     }
 
@@ -522,7 +362,7 @@ impl Child {
     pub fn kill_all_blocking(&self) {
         // After the leader is reaped the group may live on in attached
         // grandchildren; `signal_group_blocking` checks it is still ours.
-        self.signal_group_blocking(libc::SIGKILL);
+        self.signal_group_blocking(Signal::Kill);
         kill_tagged(&self.tag);
     }
 
@@ -533,7 +373,8 @@ impl Child {
     pub async fn end(self: &Arc<Self>, grace: Duration) -> Option<ExitInfo> {
         let mut exit = self.wait_exit(grace).await;
         let me = self.clone();
-        let _ = tokio::task::spawn_blocking(move || me.signal_group_blocking(libc::SIGTERM)).await;
+        let _ =
+            tokio::task::spawn_blocking(move || me.signal_group_blocking(Signal::Terminate)).await;
         if exit.is_none() {
             exit = self.wait_exit(grace).await;
         }
@@ -548,33 +389,10 @@ impl Child {
 
 /// Pids of our uid's processes whose environment holds `TAG_VAR=tag`.
 pub fn find_tagged(tag: &str) -> Vec<i32> {
-    use std::os::unix::fs::MetadataExt;
-    let needle = format!("{TAG_VAR}={tag}");
-    // SAFETY: getuid/getpid have no preconditions.
-    let (uid, me) = unsafe { (libc::getuid(), libc::getpid()) };
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || entry.metadata().map(|m| m.uid()).ok() != Some(uid) {
-            continue;
-        }
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
+    crate::sys::process::find_by_env(&format!("{TAG_VAR}={tag}"))
+        .into_iter()
+        .map(|p| p as i32)
+        .collect()
 }
 
 /// Stops then kills every tagged process, rescanning until none is left
@@ -587,12 +405,10 @@ pub fn kill_tagged(tag: &str) {
             return;
         }
         for &p in &pids {
-            // SAFETY: signalling a process that carries our instance tag.
-            unsafe { libc::kill(p, libc::SIGSTOP) };
+            crate::sys::process::signal(p as u32, Signal::Stop);
         }
         for &p in &pids {
-            // SAFETY: as above.
-            unsafe { libc::kill(p, libc::SIGKILL) };
+            crate::sys::process::signal(p as u32, Signal::Kill);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -655,87 +471,8 @@ mod tests {
             "killed by signal 9 (SIGKILL)"
         );
     }
-
-    fn alive(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                let st = s.rsplit(')').next().unwrap_or("").trim_start();
-                !st.starts_with('Z') && !st.starts_with('X')
-            })
-            .unwrap_or(false)
-    }
-
-    fn wait_dead(pid: i32) -> bool {
-        for _ in 0..300 {
-            if !alive(pid) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        false
-    }
-
-    #[test]
-    fn child_setup_and_pdeathsig_follow_the_spawn_thread() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let spawner = Arc::new(Spawner::new().unwrap());
-        // A file the IDE opened without O_CLOEXEC must not reach the child.
-        let leaked = std::fs::File::open("/dev/null").unwrap();
-        // SAFETY: clearing FD_CLOEXEC on our own fd.
-        unsafe { libc::fcntl(leaked.as_raw_fd(), libc::F_SETFD, 0) };
-        let (s2, h) = (spawner.clone(), rt.handle().clone());
-        // Requested from a thread that ends right away (like a retiring
-        // blocking-pool thread): the child must not die with it.
-        let child = std::thread::spawn(move || {
-            s2.spawn(
-                SpawnSpec {
-                    program: "sleep".into(),
-                    args: vec!["30".into()],
-                    cwd: "/".into(),
-                    env: vec![("PLUGIN_ID".into(), "a.b".into())],
-                    electron: false,
-                },
-                &h,
-            )
-            .unwrap()
-        })
-        .join()
-        .unwrap();
-        let pid = child.pid();
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(alive(pid), "the child died with the requesting thread");
-        // SAFETY: getpgid reads the child's group.
-        assert_eq!(unsafe { libc::getpgid(pid) }, pid, "own process group");
-        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        assert!(vars.contains(&&b"NODE_CHANNEL_FD=3"[..]));
-        assert!(vars.contains(&&b"NODE_CHANNEL_SERIALIZATION_MODE=json"[..]));
-        assert!(vars.contains(&&b"PLUGIN_ID=a.b"[..]));
-        let fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        let mut fds: Vec<i32> = fds.iter().map(|f| f.parse().unwrap()).collect();
-        fds.sort_unstable();
-        assert_eq!(fds, vec![0, 1, 2, 3], "only stdio and the channel");
-        let fd3 = std::fs::read_link(format!("/proc/{pid}/fd/3")).unwrap();
-        assert!(fd3.to_string_lossy().starts_with("socket:"), "{fd3:?}");
-        assert_eq!(
-            std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(),
-            PathBuf::from("/dev/null")
-        );
-        assert_eq!(find_tagged(child.tag()), vec![pid]);
-        drop(leaked);
-        // The spawn thread ends: the kernel kills its children.
-        spawner.shutdown();
-        assert!(wait_dead(pid), "PR_SET_PDEATHSIG did not fire");
-        let exit = rt
-            .block_on(child.wait_exit(Duration::from_secs(3)))
-            .unwrap();
-        assert_eq!(exit.signal, Some(libc::SIGKILL));
-    }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+#[path = "process_tests.rs"]
+mod linux_tests;

@@ -160,7 +160,7 @@ impl PluginService {
     }
 
     /// Switches to pull mode (see [`HostLink::enable_pull`]).
-    pub fn enable_events(&self) -> Result<std::os::fd::RawFd> {
+    pub fn enable_events(&self) -> Result<crate::sys::event::RawEventHandle> {
         self.inner.link.enable_pull()
     }
 

@@ -15,7 +15,6 @@
 //! characters or without the prefix are never looked up.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -70,26 +69,7 @@ fn decode_hash(s: &str) -> Option<[u8; 32]> {
 /// What identifies one version of the file: a rewrite (Qwen writes it
 /// atomically, so a new inode) or an in-place edit (size, mtime, ctime)
 /// changes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileKey {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileKey {
-    fn of(meta: &std::fs::Metadata) -> FileKey {
-        FileKey {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
+use crate::sys::fs::FileVersion as FileKey;
 
 /// The controller grants of one file, parsed only when the file changed.
 pub struct Grants {
@@ -295,7 +275,7 @@ mod tests {
         let good = dir.path().join("good.json");
         std::fs::write(&good, registry(&[("c_0000000a", "A", &a)]).to_string()).unwrap();
         std::fs::remove_file(&p).unwrap();
-        std::os::unix::fs::symlink(&good, &p).unwrap();
+        crate::sys::fs::symlink(&good, &p).unwrap();
         assert_eq!(grants.resolve(&a), None);
     }
 
@@ -350,7 +330,7 @@ mod tests {
         .unwrap();
         assert!(resolve(&good, &tok).is_some());
         let link = dir.path().join("link.json");
-        std::os::unix::fs::symlink(&good, &link).unwrap();
+        crate::sys::fs::symlink(&good, &link).unwrap();
         assert_eq!(resolve(&link, &tok), None);
         // Too large.
         let big = dir.path().join("big.json");

@@ -4,15 +4,12 @@
 //! connections on the library's runtime (30 s line deadline, 64 connections,
 //! auth line first, 1 MiB UTF-16 line cap).
 
-use std::fs::{self, DirBuilder};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::UnixListener as StdUnixListener;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::io::AsyncReadExt;
-use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +19,9 @@ use super::frames::{parse_auth_line, parse_frame, Frame, LineReader};
 use super::net::{is_local_ipc_path, probe, Verdict};
 use super::proc::is_pid_alive;
 use crate::shared::rand::random_hex;
+use crate::sys;
+use crate::sys::ipc::StdLocalListener as StdUnixListener;
+use crate::sys::ipc::{LocalListener as UnixListener, LocalStream as UnixStream};
 
 /// Longest socket path (bytes) we bind; `sun_path` holds 104/108 with the NUL.
 pub(crate) const MAX_SOCKET_PATH_BYTES: usize = 103;
@@ -126,9 +126,8 @@ pub struct Bound {
     pub nonce_dir: Option<PathBuf>,
 }
 
-fn own_uid() -> u32 {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() }
+fn own_uid() -> sys::fs::OwnerId {
+    sys::fs::current_owner()
 }
 
 /// Binds one candidate. `explicit` (a configured path) only tightens the
@@ -143,9 +142,8 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
     }
     let dir = path.parent().ok_or("socket path has no directory")?;
     let existed = fs::symlink_metadata(dir).is_ok();
-    DirBuilder::new()
+    sys::fs::dir_builder(0o700)
         .recursive(true)
-        .mode(0o700)
         .create(dir)
         .map_err(|e| format!("create {}: {e}", dir.display()))?;
     let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -161,17 +159,17 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
         cleanup();
         return Err(format!("{} is not a directory", dir.display()));
     }
-    if meta.uid() != own_uid() {
+    if sys::fs::owner(dir, &meta) != own_uid() {
         cleanup();
         return Err(format!(
             "{} belongs to uid {}, not {}",
             dir.display(),
-            meta.uid(),
+            sys::fs::owner(dir, &meta),
             own_uid()
         ));
     }
     if !explicit || ours || !existed {
-        if let Err(e) = fs::set_permissions(dir, fs::Permissions::from_mode(0o700)) {
+        if let Err(e) = sys::fs::set_mode(dir, 0o700) {
             cleanup();
             return Err(format!("chmod 0700 {}: {e}", dir.display()));
         }
@@ -193,7 +191,7 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
         }
     }
     let _ = fs::remove_file(&target);
-    let listener = match StdUnixListener::bind(&target) {
+    let listener = match sys::ipc::bind(&target) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             let p = match sibling(&target) {
@@ -214,7 +212,7 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
                 ));
             };
             target = p;
-            StdUnixListener::bind(&target).map_err(|e| {
+            sys::ipc::bind(&target).map_err(|e| {
                 cleanup();
                 format!("bind {}: {e}", target.display())
             })?
@@ -224,7 +222,7 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
             return Err(format!("bind {}: {e}", target.display()));
         }
     };
-    if let Err(e) = fs::set_permissions(&target, fs::Permissions::from_mode(0o600)) {
+    if let Err(e) = sys::fs::set_mode(&target, 0o600) {
         drop(listener);
         let _ = fs::remove_file(&target);
         cleanup();
@@ -318,7 +316,7 @@ fn sweep_nonce_dirs(parent: &Path, own_dir: Option<&Path>) {
         let Ok(meta) = fs::symlink_metadata(&dir) else {
             continue;
         };
-        if !meta.is_dir() || meta.uid() != own_uid() {
+        if !meta.is_dir() || sys::fs::owner(&dir, &meta) != own_uid() {
             continue;
         }
         let Ok(files) =
@@ -548,7 +546,6 @@ mod tests {
 
     #[test]
     fn binding_modes_and_sibling() {
-        use std::os::unix::fs::FileTypeExt;
         let dir = TempDir::new("bind");
         let rt = dir.path().join("rt");
         let first = candidates(
@@ -560,12 +557,12 @@ mod tests {
         let a = bind_first(&first[..1], false).unwrap();
         assert_eq!(a.path, first[0]);
         assert_eq!(
-            fs::metadata(a.path.parent().unwrap()).unwrap().mode() & 0o777,
+            sys::fs::mode(&fs::metadata(a.path.parent().unwrap()).unwrap()) & 0o777,
             0o700
         );
         let m = fs::metadata(&a.path).unwrap();
-        assert!(m.file_type().is_socket());
-        assert_eq!(m.mode() & 0o777, 0o600);
+        assert!(sys::fs::is_socket(&m.file_type()));
+        assert_eq!(sys::fs::mode(&m) & 0o777, 0o600);
         // The PID name is taken by a live listener: a sibling.
         let b = bind_first(&first[..1], false).unwrap();
         assert_ne!(b.path, a.path);
@@ -583,17 +580,17 @@ mod tests {
         let real = dir.path().join("real");
         fs::create_dir(&real).unwrap();
         let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
+        sys::fs::symlink(&real, &link).unwrap();
         assert!(bind_at(&link.join("1.sock"), false).is_err());
         // A file where the directory should be is refused.
         let f = dir.path().join("file");
         fs::write(&f, b"x").unwrap();
         assert!(bind_at(&f.join("1.sock"), false).is_err());
         // Loose modes on our directory are tightened.
-        fs::set_permissions(rt.join(SOCKET_DIR_NAME), fs::Permissions::from_mode(0o755)).unwrap();
+        sys::fs::set_mode(&rt.join(SOCKET_DIR_NAME), 0o755).unwrap();
         let d = bind_first(&first[..1], false).unwrap();
         assert_eq!(
-            fs::metadata(d.path.parent().unwrap()).unwrap().mode() & 0o777,
+            sys::fs::mode(&fs::metadata(d.path.parent().unwrap()).unwrap()) & 0o777,
             0o700
         );
     }

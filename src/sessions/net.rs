@@ -39,57 +39,10 @@ pub fn probe(path: &str) -> Verdict {
     if !is_local_ipc_path(path) {
         return Verdict::Unknown;
     }
-    // SAFETY: plain socket calls on a zeroed sockaddr_un we fill within bounds;
-    // the descriptor is closed on every path.
-    unsafe {
-        let mut addr: libc::sockaddr_un = std::mem::zeroed();
-        let bytes = path.as_bytes();
-        if bytes.len() >= addr.sun_path.len() {
-            return Verdict::Unknown;
-        }
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (i, b) in bytes.iter().enumerate() {
-            addr.sun_path[i] = *b as libc::c_char;
-        }
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        let fd = libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        let fd = {
-            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-            if fd >= 0 {
-                libc::fcntl(
-                    fd,
-                    libc::F_SETFL,
-                    libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
-                );
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
-            fd
-        };
-        if fd < 0 {
-            return Verdict::Unknown;
-        }
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        let rc = libc::connect(
-            fd,
-            &addr as *const libc::sockaddr_un as *const libc::sockaddr,
-            len,
-        );
-        let verdict = if rc == 0 {
-            Verdict::Alive
-        } else {
-            match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::EINPROGRESS) => Verdict::Alive,
-                Some(libc::ENOENT) | Some(libc::ECONNREFUSED) => Verdict::Dead,
-                _ => Verdict::Unknown,
-            }
-        };
-        libc::close(fd);
-        verdict
+    match crate::sys::ipc::dial_once(path) {
+        crate::sys::ipc::Dial::Answered => Verdict::Alive,
+        crate::sys::ipc::Dial::NobodyThere => Verdict::Dead,
+        crate::sys::ipc::Dial::Unknown => Verdict::Unknown,
     }
 }
 
@@ -116,22 +69,7 @@ impl SendError {
     }
 }
 
-fn errno_name(e: &std::io::Error) -> Option<&'static str> {
-    Some(match e.raw_os_error()? {
-        libc::ENOENT => "ENOENT",
-        libc::ECONNREFUSED => "ECONNREFUSED",
-        libc::EAGAIN => "EAGAIN",
-        libc::EBUSY => "EBUSY",
-        libc::EACCES => "EACCES",
-        libc::EPERM => "EPERM",
-        libc::ENOTSOCK => "ENOTSOCK",
-        libc::ECONNRESET => "ECONNRESET",
-        libc::EPIPE => "EPIPE",
-        libc::ENAMETOOLONG => "ENAMETOOLONG",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        _ => "EIO",
-    })
-}
+use crate::sys::io::errno_name;
 
 struct InFlight;
 impl Drop for InFlight {
@@ -172,7 +110,7 @@ pub async fn send_lines(
     payload.push_str(frame_json);
     payload.push('\n');
     let io = async {
-        let mut stream = tokio::net::UnixStream::connect(Path::new(path)).await?;
+        let mut stream = crate::sys::ipc::connect(Path::new(path)).await?;
         stream.write_all(payload.as_bytes()).await?;
         stream.shutdown().await?;
         let mut sink = [0u8; 512];
@@ -212,10 +150,10 @@ mod tests {
     fn probe_verdicts() {
         let dir = TempDir::new("probe");
         let live = dir.path().join("live.sock");
-        let _l = std::os::unix::net::UnixListener::bind(&live).unwrap();
+        let _l = crate::sys::ipc::bind(&live).unwrap();
         assert_eq!(probe(live.to_str().unwrap()), Verdict::Alive);
         let dead = dir.path().join("dead.sock");
-        drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+        drop(crate::sys::ipc::bind(&dead).unwrap());
         assert_eq!(
             probe(dead.to_str().unwrap()),
             Verdict::Dead,

@@ -2,88 +2,32 @@
 //! ticks, the PID namespace, and whether a PID is still the process a record
 //! describes.
 
-use once_cell::sync::OnceCell;
-
-/// `/proc/sys/kernel/random/boot_id`, trimmed; cached once read successfully.
+/// The kernel's boot id (Linux), trimmed; cached once read successfully.
 pub fn boot_id() -> Option<String> {
-    static CACHE: OnceCell<String> = OnceCell::new();
-    if let Some(v) = CACHE.get() {
-        return Some(v.clone());
-    }
-    let raw = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let value = raw.trim();
-    if value.is_empty() || !value.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return None;
-    }
-    Some(CACHE.get_or_init(|| value.to_string()).clone())
+    crate::sys::process::boot_id()
 }
 
-/// The fields of `/proc/<pid>/stat` after the command name (which may itself
-/// contain spaces and parentheses, hence the last `)`).
-fn stat_fields(pid: u64) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let raw = String::from_utf8_lossy(&raw);
-    let end = raw.rfind(')')?;
-    Some(
-        raw[end + 1..]
-            .split_whitespace()
-            .map(str::to_string)
-            .collect(),
-    )
-}
-
-/// `"<boot id>:<start ticks>"` for `pid` (field 22 of `/proc/<pid>/stat`),
-/// or `None` off Linux or when unreadable.
+/// `"<boot id>:<start ticks>"` for `pid` (Linux: field 22 of the process's
+/// `stat` file), or `None` off Linux or when unreadable.
 pub fn proc_start_token(pid: u64) -> Option<String> {
-    if !cfg!(target_os = "linux") || pid == 0 {
-        return None;
-    }
-    let boot = boot_id()?;
-    let fields = stat_fields(pid)?;
-    let start = fields.get(19)?;
-    if start.is_empty() || !start.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(format!("{boot}:{start}"))
+    crate::sys::process::start_token(u32::try_from(pid).ok()?)
 }
 
-/// The inode of `/proc/self/ns/pid` (the link is followed, as `stat` does).
+/// The id of our PID namespace (Linux: the inode of this process's `ns/pid`
+/// link, followed as `stat` does).
 pub fn pid_namespace() -> Option<u64> {
-    if !cfg!(target_os = "linux") {
-        return None;
-    }
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+    crate::sys::process::pid_namespace()
 }
 
 /// This process's PID.
 pub fn own_pid() -> u64 {
-    // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() as u64 }
-}
-
-fn is_zombie(pid: u64) -> bool {
-    if !cfg!(target_os = "linux") {
-        return false;
-    }
-    stat_fields(pid)
-        .and_then(|f| f.first().cloned())
-        .is_some_and(|s| s.starts_with('Z'))
+    crate::sys::process::current_pid() as u64
 }
 
 /// `kill(pid, 0)` succeeds or fails with EPERM/EACCES, and the process is
 /// not a zombie.
 pub fn is_pid_alive(pid: u64) -> bool {
-    if pid == 0 || pid > i32::MAX as u64 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    let alive = rc == 0 || {
-        let e = std::io::Error::last_os_error().raw_os_error();
-        e == Some(libc::EPERM) || e == Some(libc::EACCES)
-    };
-    alive && !is_zombie(pid)
+    u32::try_from(pid).is_ok_and(crate::sys::process::is_alive)
 }
 
 /// Whether `pid` is still the process whose start token is `proc_start`:

@@ -1,12 +1,11 @@
 //! Qwen's home directory, private directories and atomic file writes.
 
-use std::ffi::OsString;
-use std::fs::{self, DirBuilder, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result, Status};
+use crate::sys;
 
 /// The user's home directory as Node's `os.homedir()` finds it: `$HOME` when
 /// set and non-empty, else the passwd entry of our uid.
@@ -14,27 +13,7 @@ pub fn home_dir() -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(h));
     }
-    // SAFETY: getpwuid_r with a heap buffer; the result points into `buf`,
-    // which outlives every use of it.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut buf = vec![0 as libc::c_char; 16384];
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(
-            libc::getuid(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        );
-        if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
-            return None;
-        }
-        let dir = std::ffi::CStr::from_ptr(pwd.pw_dir);
-        use std::os::unix::ffi::OsStringExt;
-        let dir = PathBuf::from(OsString::from_vec(dir.to_bytes().to_vec()));
-        (!dir.as_os_str().is_empty()).then_some(dir)
-    }
+    crate::sys::env::user_home()
 }
 
 /// Resolves a user-given directory as Qwen Code resolves `QWEN_HOME`
@@ -108,14 +87,14 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
         fs::create_dir_all(parent)
             .map_err(|e| Error::io(&format!("create {}", parent.display()), e))?;
     }
-    match DirBuilder::new().mode(0o700).create(dir) {
+    match sys::fs::dir_builder(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::io(&format!("create {}", dir.display()), e)),
     }
     let meta = check_owned_dir(dir)?;
-    if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+    if sys::fs::mode(&meta) & 0o077 != 0 {
+        sys::fs::set_mode(dir, 0o700)
             .map_err(|e| Error::io(&format!("chmod 0700 {}", dir.display()), e))?;
     }
     Ok(())
@@ -134,15 +113,14 @@ pub fn check_owned_dir(dir: &Path) -> Result<fs::Metadata> {
             ),
         ));
     }
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    if meta.uid() != uid {
+    let uid = sys::fs::current_owner();
+    let owner = sys::fs::owner(dir, &meta);
+    if owner != uid {
         return Err(Error::new(
             Status::Io,
             format!(
-                "{} is owned by uid {}, not by us ({uid})",
+                "{} is owned by uid {owner}, not by us ({uid})",
                 dir.display(),
-                meta.uid()
             ),
         ));
     }
@@ -197,24 +175,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8], opts: AtomicWrite) -> Result<()> 
     }
     let tmp = dir.join(format!("{name}.{}.tmp", super::rand::random_hex(6)?));
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(opts.mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        let mut o = OpenOptions::new();
+        o.write(true).create_new(true);
+        let mut f = sys::fs::no_follow(sys::fs::create_mode(&mut o, opts.mode))
             .open(&tmp)
             .map_err(|e| Error::io(&format!("create {}", tmp.display()), e))?;
         // The umask may have narrowed the mode: set it exactly.
-        f.set_permissions(fs::Permissions::from_mode(opts.mode))
+        sys::fs::set_file_mode(&f, opts.mode)
             .and_then(|_| f.write_all(bytes))
             .and_then(|_| if opts.durable { f.sync_all() } else { Ok(()) })
             .map_err(|e| Error::io(&format!("write {}", tmp.display()), e))?;
-        fs::rename(&tmp, path)
+        sys::fs::replace(&tmp, path)
             .map_err(|e| Error::io(&format!("rename to {}", path.display()), e))?;
         if opts.durable {
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
+            sys::fs::sync_dir(dir);
         }
         Ok(())
     })();
@@ -268,7 +242,7 @@ mod tests {
         let outside = dir.join("outside");
         fs::write(&outside, b"keep").unwrap();
         let target = dir.join("t.json");
-        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        crate::sys::fs::symlink(&outside, &target).unwrap();
         write_atomic(&target, b"new", AtomicWrite::PRIVATE).unwrap();
         assert_eq!(fs::read(&outside).unwrap(), b"keep");
         assert_eq!(fs::read(&target).unwrap(), b"new");
@@ -276,7 +250,7 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
-        let mode = fs::metadata(&target).unwrap().mode() & 0o777;
+        let mode = crate::sys::fs::mode(&fs::metadata(&target).unwrap()) & 0o777;
         assert_eq!(mode, 0o600);
         let leftovers: Vec<_> = fs::read_dir(&dir)
             .unwrap()

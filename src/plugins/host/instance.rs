@@ -2,13 +2,11 @@
 //! monitor.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::net::UnixStream;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +40,7 @@ const LOGGED_INVALID: u64 = 10;
 pub(crate) struct Instance {
     pub plugin_id: String,
     pub child: Arc<Child>,
-    stream: Arc<UnixStream>,
+    stream: Arc<crate::sys::ipc::LocalStream>,
     write_lock: tokio::sync::Mutex<()>,
     pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
     recent: Mutex<VecDeque<(String, Finished)>>,
@@ -128,11 +126,7 @@ impl Instance {
         })?;
         let child = Arc::new(child);
         Counters::bump(&slot.counters.starts);
-        let stream = match child.take_channel().map(|fd| {
-            let std = std::os::unix::net::UnixStream::from(fd);
-            std.set_nonblocking(true)?;
-            UnixStream::from_std(std)
-        }) {
+        let stream = match child.take_channel().map(crate::sys::ipc::channel_stream) {
             Some(Ok(s)) => Arc::new(s),
             other => {
                 let c = child.clone();
@@ -270,8 +264,8 @@ impl Instance {
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // SAFETY: shutting down the write side of our own socket (Node sees EOF).
-        unsafe { libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR) };
+        // Node sees EOF.
+        crate::sys::ipc::shutdown_write(&self.stream);
         self.child.end(grace).await;
         // Wait for the monitor to publish the exit (bounded: a reaped
         // child's monitor runs at once).

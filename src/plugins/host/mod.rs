@@ -63,6 +63,7 @@ use crate::plugins::ipc::DEFAULT_MAX_MESSAGE_BYTES;
 use crate::plugins::manifest::Manifest;
 use crate::plugins::process::{ExitInfo, Spawner};
 use crate::runtime::{self, RuntimeRef};
+use crate::sys::fs::{FileId, FileVersion};
 
 pub use calls::{CallOptions, ParsedDocument, ToolOutput};
 pub use capability::{CapabilityFn, HostAnswer, HostRequest};
@@ -482,15 +483,18 @@ pub(crate) struct PluginSlot {
     pub counters: Counters,
 }
 
-/// (root folder inode, main file inode, its size and mtime in ns).
-type FilesId = (u64, u64, u64, i128);
+/// (root folder identity, main file identity, its size and mtime in ns).
+type FilesId = (FileId, FileId, u64, i128);
 
 fn files_id(m: &Manifest) -> Option<FilesId> {
-    use std::os::unix::fs::MetadataExt;
     let root = std::fs::metadata(&m.root).ok()?;
-    let main = std::fs::metadata(&m.main_path).ok()?;
-    let mtime = main.mtime() as i128 * 1_000_000_000 + main.mtime_nsec() as i128;
-    Some((root.ino(), main.ino(), main.size(), mtime))
+    let main = FileVersion::of(&std::fs::metadata(&m.main_path).ok()?);
+    Some((
+        FileId::of(&root),
+        main.id(),
+        main.size(),
+        main.modified_ns(),
+    ))
 }
 
 impl PluginSlot {

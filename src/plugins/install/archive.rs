@@ -17,9 +17,8 @@
 //! extracted so far.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use super::{codes, file_mode, Budget, InstallError, Limits};
@@ -200,16 +199,14 @@ pub fn extract(file: File, dst: &Path, limits: &Limits) -> Result<(), InstallErr
         for p in &e.parts[..e.parts.len() - 1] {
             target.push(p);
         }
-        fs::DirBuilder::new()
+        crate::sys::fs::dir_builder(0o755)
             .recursive(true)
-            .mode(0o755)
             .create(&target)
             .map_err(|err| InstallError::io(&format!("create {}", target.display()), err))?;
         target.push(&e.parts[e.parts.len() - 1]);
         if e.is_dir {
-            fs::DirBuilder::new()
+            crate::sys::fs::dir_builder(0o755)
                 .recursive(true)
-                .mode(0o755)
                 .create(&target)
                 .map_err(|err| InstallError::io(&format!("create {}", target.display()), err))?;
             continue;

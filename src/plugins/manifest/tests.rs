@@ -263,7 +263,7 @@ fn main_symlink_outside_is_refused_and_inside_is_followed() {
     let d = folder();
     let outside = TempDir::new("mf-out");
     fs::write(outside.path().join("evil.js"), b"x").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("evil.js"), d.path().join("link.js")).unwrap();
+    crate::sys::fs::symlink(outside.path().join("evil.js"), d.path().join("link.js")).unwrap();
     let mut v = base();
     v["main"] = json!("link.js");
     let e = errors(&v, &d);
@@ -271,7 +271,7 @@ fn main_symlink_outside_is_refused_and_inside_is_followed() {
     assert!(e[0].message.contains("outside"), "{}", e[0].message);
 
     fs::create_dir(d.path().join("lib")).unwrap();
-    std::os::unix::fs::symlink("../index.js", d.path().join("lib/inner.js")).unwrap();
+    crate::sys::fs::symlink("../index.js", d.path().join("lib/inner.js")).unwrap();
     v["main"] = json!("lib/inner.js");
     let (m, _) = ok(&v, &d);
     assert_eq!(m.main, "lib/inner.js");
@@ -739,7 +739,7 @@ fn load_dir_reads_manifest_json_with_a_size_cap() {
     fs::remove_file(d.path().join(MANIFEST_FILE)).unwrap();
     let other = d.path().join("other.json");
     fs::write(&other, base().to_string()).unwrap();
-    std::os::unix::fs::symlink(&other, d.path().join(MANIFEST_FILE)).unwrap();
+    crate::sys::fs::symlink(&other, d.path().join(MANIFEST_FILE)).unwrap();
     assert!(load_dir(d.path()).unwrap_err()[0]
         .message
         .contains("regular file"));

@@ -141,8 +141,8 @@ mod tests {
         std::fs::create_dir_all(root.join("sub")).unwrap();
         std::fs::write(root.join("sub/a.css"), "x").unwrap();
         std::fs::write(dir.join("secret.txt"), "s").unwrap();
-        std::os::unix::fs::symlink(dir.join("secret.txt"), root.join("out.txt")).unwrap();
-        std::os::unix::fs::symlink(root.join("sub/a.css"), root.join("in.css")).unwrap();
+        crate::sys::fs::symlink(dir.join("secret.txt"), root.join("out.txt")).unwrap();
+        crate::sys::fs::symlink(root.join("sub/a.css"), root.join("in.css")).unwrap();
         assert!(resolve(&root, "sub/a.css").is_some());
         assert!(
             resolve(&root, "in.css").is_some(),

@@ -1,10 +1,11 @@
-//! Process-exit hooks. `atexit(3)` takes a C function pointer, so the one
-//! `extern "C"` trampoline lives here with the rest of the C-facing code; the
-//! parts of the library register plain Rust functions through [`at_exit`].
+//! Process-exit hooks. The C runtime's `atexit` takes a C function pointer,
+//! so the one `extern "C"` trampoline lives here; the parts of the library
+//! register plain Rust functions through [`at_exit`]. The registration
+//! itself is per-OS (`exit::register` of the selected implementation).
 
 use std::sync::Mutex;
 
-static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+pub(super) static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 static REGISTERED: std::sync::Once = std::sync::Once::new();
 
 /// Runs `hook` when the process exits normally (`exit()` or a return from
@@ -12,14 +13,8 @@ static REGISTERED: std::sync::Once = std::sync::Once::new();
 /// twice runs it once. A hook must not block: it runs on the exiting thread
 /// with the rest of the process still alive; a panic in it is caught.
 pub(crate) fn at_exit(hook: fn()) {
-    REGISTERED.call_once(|| {
-        // SAFETY: registers a plain function that never unwinds (it catches
-        // panics) and takes the hook list only with try_lock.
-        unsafe {
-            libc::atexit(run_hooks);
-        }
-    });
-    let mut hooks = HOOKS.lock().unwrap_or_else(|p| p.into_inner());
+    REGISTERED.call_once(|| super::imp::exit::register(run_hooks));
+    let mut hooks = crate::shared::sync::lock(&HOOKS);
     if !hooks.iter().any(|h| std::ptr::fn_addr_eq(*h, hook)) {
         hooks.push(hook);
     }

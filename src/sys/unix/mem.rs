@@ -1,0 +1,6 @@
+//! The allocator.
+
+/// Returns free heap memory to the OS where the allocator supports it.
+pub fn release_free_memory() {
+    super::linux::malloc_trim();
+}
