@@ -10,6 +10,12 @@
 //! `hold` / `refuse`, or the mode-parity default) → accept into the input
 //! queue (50 per session) or park in the hold buffer (50 per session), else
 //! `dropped`/`queue-full`.
+//!
+//! The parts: `admission` (the buckets and the duplicate window), `policy`
+//! (settings and `resolve_policy`), `inbound` (the [`Gate`] state machine:
+//! replay, hold buffer, input queue, decisions, expiry) and `coalesce`
+//! (dropped receipts). The clock, the LRU and the token bucket are shared
+//! with the sender's side and live in `sessions::limits`.
 
 mod admission;
 mod coalesce;

@@ -1,5 +1,10 @@
 //! [`Participant`]: the registry records, the inbox and the gate of one host
 //! object, and the sends it makes. See the module documentation.
+//!
+//! This file holds the shared state and the public API; the work is in
+//! `settings` (the validated configuration), `lifecycle` (sessions, records,
+//! the inbox), `inbound` (frames in, the gate, the host's decisions), `send`
+//! (peers, addresses, sends, receipts) and `exit` (the exit-time cleanup).
 
 use crate::shared::sync::lock;
 use std::collections::{BTreeMap, HashSet};

@@ -1,6 +1,9 @@
 //! The session registry, `$QWEN_HOME/sessions/`: reading records as Qwen
 //! Code reads them (and sweeping the ones it would sweep), choosing and
 //! writing our own record file, and resolving a typed address to a session.
+//!
+//! The parts: `store` (record files: reading, liveness, sweeping, writing,
+//! listing) and `resolve` (messageable peers and address resolution).
 
 mod resolve;
 mod store;

@@ -47,6 +47,14 @@
 //!   order ignored) are errors.
 //! - Unknown top-level fields are kept in `Manifest::extra`; unknown fields
 //!   inside the known objects are ignored.
+//!
+//! ## The parts
+//! This file reads the document and builds the [`Manifest`] field by field;
+//! `lex` holds the lexical checks (strict JSON, ids, names, MIME types,
+//! keys), `cx` the checking context (problems, typed field readers, files
+//! inside the plugin folder), `tools` the tools, their schemas and the
+//! document parsers, `ui` the views, configuration, commands, menus and
+//! keybindings.
 
 use std::collections::BTreeMap;
 use std::fs;
