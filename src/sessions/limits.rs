@@ -237,3 +237,6 @@ impl<V> Lru<V> {
         self.get_mut(key).expect("just inserted")
     }
 }
+
+#[cfg(test)]
+mod tests;
