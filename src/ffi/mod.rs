@@ -23,9 +23,6 @@ mod sessions;
 mod util;
 mod views;
 
-/// Exit hooks moved to the OS layer; this name stays for callers not yet
-/// switched to `crate::sys::at_exit`.
-pub(crate) use crate::sys::at_exit;
 pub use companion::*;
 pub use mcp::*;
 pub use plugins::*;

@@ -140,6 +140,7 @@ pub mod controllers;
 pub mod frames;
 pub mod gate;
 pub mod inbox;
+pub(crate) mod limits;
 pub mod names;
 pub mod net;
 pub mod outbox;

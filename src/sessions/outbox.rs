@@ -5,10 +5,8 @@
 use serde::Serialize;
 
 use super::frames::{ControlFrame, DeliveryState, DropReason};
-use super::gate::{
-    body_hash, refill, Lru, Now, BUCKET_CAPACITY, BURST_WINDOW_MS, DEDUP_WINDOW_MS,
-    REFILL_PER_SECOND,
-};
+use super::gate::{body_hash, Lru, Now, BURST_WINDOW_MS, DEDUP_WINDOW_MS, SENDER_RATE};
+use super::limits::TokenBucket;
 use super::names::{canonical_msg_id, flatten_label};
 
 /// Sends remembered for their receipts (oldest forgotten first).
@@ -68,8 +66,7 @@ struct PacedBody {
 
 #[derive(Debug, Clone)]
 struct Target {
-    tokens: f64,
-    last_refill: std::time::Instant,
+    bucket: TokenBucket,
     sent_in_burst: u32,
     burst_started: std::time::Instant,
     bodies: Vec<PacedBody>,
@@ -111,45 +108,20 @@ pub struct Outbox {
 
 impl Outbox {
     fn target(&mut self, ipc_path: &str, now: Now) -> &mut Target {
-        if !self.targets.touch(ipc_path) {
-            while self.targets.len() >= MAX_PACED_TARGETS {
-                let keys = self.targets.keys_oldest_first();
-                let victim = keys
-                    .iter()
-                    .find(|k| {
-                        self.targets.get(k).is_some_and(|t| {
-                            refill(
-                                t.tokens,
-                                t.last_refill,
-                                now.mono,
-                                BUCKET_CAPACITY,
-                                REFILL_PER_SECOND,
-                            ) >= BUCKET_CAPACITY
-                        })
-                    })
-                    .cloned();
-                match victim {
-                    Some(v) => {
-                        self.targets.remove(&v);
-                    }
-                    None => {
-                        self.targets.pop_oldest();
-                    }
-                }
-            }
-            self.targets.insert(
-                ipc_path.to_string(),
-                Target {
-                    tokens: BUCKET_CAPACITY,
-                    last_refill: now.mono,
-                    sent_in_burst: 0,
-                    burst_started: now.mono,
-                    bodies: Vec::new(),
-                    generation: 0,
-                },
-            );
-        }
-        self.targets.get_mut(ipc_path).expect("just inserted")
+        self.targets.track_metered(
+            ipc_path,
+            MAX_PACED_TARGETS,
+            SENDER_RATE,
+            now.mono,
+            |t| &t.bucket,
+            || Target {
+                bucket: TokenBucket::full(SENDER_RATE, now.mono),
+                sent_in_burst: 0,
+                burst_started: now.mono,
+                bodies: Vec::new(),
+                generation: 0,
+            },
+        )
     }
 
     /// Takes a token for a send of `body` to `ipc_path`, or says why not.
@@ -161,20 +133,13 @@ impl Outbox {
         now: Now,
     ) -> Result<(), PaceRefusal> {
         let t = self.target(ipc_path, now);
-        t.tokens = refill(
-            t.tokens,
-            t.last_refill,
-            now.mono,
-            BUCKET_CAPACITY,
-            REFILL_PER_SECOND,
-        );
-        t.last_refill = now.mono;
+        t.bucket.refill(SENDER_RATE, now.mono);
         t.bodies.retain(|b| now.age_ms(b.at) < DEDUP_WINDOW_MS);
         let hash = body_hash(body);
         if t.bodies.last().map(|b| b.hash) == Some(hash) {
             return Err(PaceRefusal::Repeat);
         }
-        if t.tokens < 1.0 {
+        if t.bucket.tokens < 1.0 {
             return Err(PaceRefusal::RateLimited {
                 sent_in_burst: t.sent_in_burst,
             });
@@ -184,11 +149,11 @@ impl Outbox {
             .saturating_duration_since(t.burst_started)
             .as_secs_f64()
             * 1000.0;
-        if t.tokens >= BUCKET_CAPACITY || since_burst > BURST_WINDOW_MS {
+        if t.bucket.tokens >= SENDER_RATE.capacity || since_burst > BURST_WINDOW_MS {
             t.sent_in_burst = 0;
             t.burst_started = now.mono;
         }
-        t.tokens -= 1.0;
+        t.bucket.tokens -= 1.0;
         let generation = t.generation;
         t.bodies.push(PacedBody {
             msg_id: canonical_msg_id(msg_id),
@@ -214,7 +179,7 @@ impl Outbox {
             t.sent_in_burst = t.sent_in_burst.saturating_sub(1);
         }
         if b.generation == generation {
-            t.tokens = (t.tokens + 1.0).min(BUCKET_CAPACITY);
+            t.bucket.tokens = (t.bucket.tokens + 1.0).min(SENDER_RATE.capacity);
         }
     }
 
@@ -249,8 +214,8 @@ impl Outbox {
 
     fn drain(&mut self, ipc_path: &str, now: Now) {
         if let Some(t) = self.targets.get_mut(ipc_path) {
-            t.tokens = 0.0;
-            t.last_refill = now.mono;
+            t.bucket.tokens = 0.0;
+            t.bucket.last_refill = now.mono;
             t.generation += 1;
         }
     }

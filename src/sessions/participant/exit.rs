@@ -1,6 +1,6 @@
 //! Exit cleanup, the one process-wide hook (see the module docs of
 //! `sessions`): on normal exit, the records and sockets still registered by
-//! this process are removed. Registered through [`crate::ffi::at_exit`],
+//! this process are removed. Registered through [`crate::sys::at_exit`],
 //! which owns the `atexit` trampoline.
 
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ struct ExitEntry {
 
 static EXIT_ITEMS: Lazy<Mutex<Vec<ExitEntry>>> = Lazy::new(|| Mutex::new(Vec::new()));
 
-/// Registered with [`crate::ffi::at_exit`] (which owns the `atexit` trampoline).
+/// Registered with [`crate::sys::at_exit`] (which owns the `atexit` trampoline).
 fn run_exit_cleanup() {
     let _ = std::panic::catch_unwind(|| {
         let mut items = match EXIT_ITEMS.try_lock() {
@@ -50,7 +50,7 @@ fn run_exit_cleanup() {
 }
 
 pub(super) fn exit_add(owner: u64, key: u64, item: ExitItem) {
-    crate::ffi::at_exit(run_exit_cleanup);
+    crate::sys::at_exit(run_exit_cleanup);
     let mut items = lock(&EXIT_ITEMS);
     items.retain(|e| !(e.owner == owner && e.key == key));
     items.push(ExitEntry {
