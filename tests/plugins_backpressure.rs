@@ -201,7 +201,7 @@ fn backpressure_child() {
         "distinctSeen": newest.keys().filter(|k| k.starts_with('d')).count(),
         "stats": stats,
     });
-    println!("QC {report}");
+    println!("\nQC {report}");
     drop(service);
     assert_no_process_of(&dir);
 }
@@ -224,14 +224,15 @@ fn the_callback_queue_stays_bounded_while_the_host_is_busy() {
     let pid = child.id();
     let mut child = scopeguard(child);
     let stdout = child.0.stdout.take().unwrap();
-    let report: Value = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("QC ")
-                .map(|j| serde_json::from_str(j).unwrap())
-        })
-        .unwrap_or_else(|| panic!("the child (pid {pid}) printed no report"));
+    // Read to the end (the child still prints the harness's lines after the report).
+    let mut report = None;
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        // The harness may print "test … ... " before the report on its line.
+        if let Some((_, j)) = line.split_once("QC {") {
+            report = Some(serde_json::from_str::<Value>(&format!("{{{j}")).unwrap());
+        }
+    }
+    let report = report.unwrap_or_else(|| panic!("the child (pid {pid}) printed no report"));
     let status = child.0.wait().unwrap();
     assert!(status.success(), "child failed: {status}");
     let grew_kb = report["peakKb"].as_i64().unwrap() - report["baseKb"].as_i64().unwrap();
