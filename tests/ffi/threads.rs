@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::ptr::null_mut;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use qwen_companion::ffi::*;
 
@@ -29,10 +29,7 @@ fn no_thread_left_after_last_free() {
             assert_eq!(qc_companion_free(a), QC_OK);
             assert_eq!(qc_companion_free(b), QC_OK);
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while threads() > before && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        qc_test_support::wait_until(Duration::from_secs(5), || threads() <= before);
         assert_eq!(
             threads(),
             before,

@@ -412,6 +412,7 @@ fn max_wait_bounds_continuous_motion() {
             while start.elapsed() < Duration::from_millis(1000) {
                 companion.set_cursor(None, i, 1).unwrap();
                 i += 1;
+                // The pace of the moves is the behaviour under test.
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
@@ -809,8 +810,13 @@ fn pull_mode_events_and_answers() {
 #[test]
 fn stop_answers_a_pending_open_diff() {
     let (f, c, _s) = connected();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let entered_tx = Mutex::new(entered_tx);
     f.companion
-        .set_open_diff_callback(Some(Arc::new(|_: &str, _: &str| {
+        .set_open_diff_callback(Some(Arc::new(move |_: &str, _: &str| {
+            let _ = entered_tx.lock().unwrap().send(());
+            // A deliberately slow host (the behaviour under test): stop must
+            // not wait for it.
             std::thread::sleep(Duration::from_millis(1500));
             Ok(())
         })));
@@ -823,7 +829,10 @@ fn stop_answers_a_pending_open_diff() {
             json!({"filePath": "/abs/slow", "newContent": "x"}),
         )
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The openDiff is pending in the host's callback.
+    entered
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the open-diff callback runs");
     let t0 = Instant::now();
     f.companion.stop().unwrap();
     assert!(

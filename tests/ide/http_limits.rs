@@ -192,6 +192,8 @@ fn idle_keep_alive_is_closed_but_an_sse_stream_is_not() {
     stream
         .next_method("ide/contextUpdate", SEC)
         .expect("initial context");
+    // The behaviour under test: the stream stays open while idle for well
+    // over the idle timeout (300 ms).
     std::thread::sleep(Duration::from_millis(1500));
     let file = format!("{}/late.rs", f.ws_path);
     std::fs::write(&file, "x").unwrap();
@@ -216,7 +218,12 @@ fn reconnect_within_grace_keeps_state_without_duplicate_context() {
     let diff = format!("{}/missed.txt", f.ws_path);
     c.tool("openDiff", json!({"filePath": diff, "newContent": "new"}));
     s.close();
-    std::thread::sleep(Duration::from_millis(300));
+    // The server saw the stream go (the client is away).
+    assert!(
+        wait_until(SEC, || stats(&f)["activeSessions"] == 0),
+        "{}",
+        stats(&f)
+    );
     // Decided while the client was away: delivered on its return, once.
     f.companion.diff_accept(&diff, None).unwrap();
     let s = c.open_stream_after(Some(&last));
@@ -282,6 +289,8 @@ fn the_session_count_is_bounded_oldest_stream_less_first() {
         .map(|_| {
             let mut c = Client::new(keep.port, &keep.token);
             c.handshake();
+            // Spaces the sessions' creation times, so which is "oldest" is
+            // unambiguous (not a wait for an event).
             std::thread::sleep(Duration::from_millis(5));
             c
         })
@@ -341,6 +350,8 @@ fn a_client_that_stops_reading_is_dropped() {
             .set_selection(None, Some(&format!("{i}{big}")))
             .unwrap();
         i += 1;
+        // Paces the updates like an editor (not a wait: the loop ends on
+        // the drop, checked above).
         std::thread::sleep(Duration::from_millis(2));
     }
     // A fresh client still gets the latest context at once.

@@ -106,12 +106,15 @@ fn soak_server() {
                     companion
                         .set_selection(None, Some(&format!("{i}:{big}")))
                         .unwrap();
+                    // Paces the updates (a load generator, not a wait).
                     std::thread::sleep(Duration::from_millis(1));
                     if i % 50 == 0 {
                         peak = peak.max(rss_kb(std::process::id()));
                     }
                 }
-                // Let the last update go out before measuring.
+                // Let the last update go out before measuring (a settling
+                // time for the RSS figure: the stream never reads, so there
+                // is no delivery to wait for).
                 std::thread::sleep(Duration::from_millis(200));
                 let end = rss_kb(std::process::id());
                 say(json!({"rss0": rss0, "peak": peak.max(end), "end": end}));
@@ -174,12 +177,8 @@ impl ServerProc {
 impl Drop for ServerProc {
     fn drop(&mut self) {
         let _ = writeln!(self.stdin, "quit");
-        let t = Instant::now();
-        while t.elapsed() < SEC {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if wait_until(SEC, || matches!(self.child.try_wait(), Ok(Some(_)))) {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -200,20 +199,17 @@ fn batch(server: &mut ServerProc, port: u16, token: &str, n: usize) {
     for _ in 0..n {
         abandon(port, token);
     }
-    let t = Instant::now();
-    loop {
-        let s = server.ask("stats");
-        if s["sessions"] == 1 && s["rmcpSessions"] == 1 {
-            // Freed memory goes back to the OS at most every 2 s.
-            std::thread::sleep(Duration::from_millis(2500));
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "abandoned sessions not freed: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut s = Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            s = server.ask("stats");
+            s["sessions"] == 1 && s["rmcpSessions"] == 1
+        }),
+        "abandoned sessions not freed: {s}"
+    );
+    // Freed memory goes back to the OS at most every 2 s: a settling time
+    // for the RSS figure, not a wait for an event.
+    std::thread::sleep(Duration::from_millis(2500));
 }
 
 #[test]

@@ -6,9 +6,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use qc_test_support::TempDir;
+use qc_test_support::{wait_until, TempDir};
 use qwen_companion::plugins::manifest::{self, Manifest};
 use serde_json::{json, Value};
 
@@ -115,18 +115,16 @@ fn drive(plugin: &str, data: &Path, calls: Value) -> Value {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("node is installed");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the driver for {plugin} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut status = None;
+    if !wait_until(Duration::from_secs(30), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    }) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the driver for {plugin} hung");
+    }
+    let status = status.unwrap();
     let mut out = String::new();
     child
         .stdout

@@ -12,6 +12,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use qc_test_support::mcp::{raw_request, Response, TempDir};
+use qc_test_support::wait_until;
 use qwen_companion::dispatch::Dispatcher;
 use qwen_companion::host::Logger;
 use qwen_companion::plugins::host::{Config, HostAnswer, PluginEvent, PluginHost};
@@ -96,10 +97,7 @@ impl Setup {
             .collect();
         self.host.shutdown();
         for pid in pids {
-            let gone = (0..100).any(|_| {
-                std::thread::sleep(Duration::from_millis(20));
-                !alive(pid)
-            });
+            let gone = wait_until(Duration::from_secs(2), || !alive(pid));
             assert!(gone, "plugin process {pid} is left");
         }
         drop(self.dir);
@@ -585,8 +583,7 @@ fn last_error_records_a_crash_and_list_carries_the_manifest() {
         .call_tool("test.crasher", "boom", json!({}), Default::default())
         .unwrap_err();
     assert_eq!(err.kind.as_str(), "exited");
-    let ok = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
+    let ok = wait_until(Duration::from_secs(2), || {
         host.last_error("test.crasher").is_some()
     });
     assert!(ok, "no lastError after a crash");

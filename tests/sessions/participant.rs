@@ -693,6 +693,8 @@ fn receipts_count_only_on_our_own_token() {
         &format!("{}{}", auth(&own), receipt_frame("never-sent", "delivered")),
         T,
     );
+    // The behaviour under test: neither receipt changes the state (nothing
+    // happens within 200 ms).
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(a.send_state(&s.msg_id).unwrap().state, DeliveryState::Held);
     // On our token, with a canonicalised id: applied. Refused cannot follow held.
@@ -948,6 +950,8 @@ fn rate_limits_drop_with_receipts() {
     assert_eq!(dropped[0]["dropReason"], "rate-limited");
     assert_eq!(dropped[0]["origMsgId"], "b30");
     // A repeat of this sender's last admitted body within 30 s: duplicate.
+    // (2.1 s lets the wall-clock rate limit refill: time passing is the
+    // behaviour; the limiter has no injectable clock.)
     std::thread::sleep(Duration::from_millis(2100));
     let dup = format!(
         "{}{}",
@@ -984,6 +988,7 @@ fn a_busy_host_never_makes_senders_wait() {
     let tx = Mutex::new(tx);
     b.set_message_callback(Some(Arc::new(
         move |m: &qwen_companion::sessions::InboundMessage| {
+            // A deliberately slow host (the behaviour under test).
             std::thread::sleep(Duration::from_millis(1500));
             let _ = tx.lock().unwrap().send(m.message.msg_id.clone());
         },
@@ -1034,6 +1039,7 @@ fn unconsumed_deliveries_expire_when_the_session_leaves() {
         a.wait(&s2.msg_id, T, true).unwrap().state,
         DeliveryState::Expired
     );
+    // The behaviour under test: s1's state does not change afterwards.
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         a.send_state(&s1.msg_id).unwrap().state,
@@ -1089,6 +1095,8 @@ fn line_limit_deadline_and_connection_cap() {
     let held: Vec<_> = (0..64)
         .map(|_| std::os::unix::net::UnixStream::connect(&info.ipc_path).unwrap())
         .collect();
+    // Kept: the participant has no count of accepted connections to wait
+    // for; 200 ms lets its accept loop take all 64.
     std::thread::sleep(Duration::from_millis(200));
     let mut extra = std::os::unix::net::UnixStream::connect(&info.ipc_path).unwrap();
     extra
@@ -1098,6 +1106,8 @@ fn line_limit_deadline_and_connection_cap() {
     assert_eq!(extra.read(&mut [0u8; 8]).unwrap(), 0);
     assert!(start.elapsed() < Duration::from_secs(1));
     drop(held);
+    // Kept: nothing observable tells that the participant saw the 64
+    // connections close; 200 ms lets it.
     std::thread::sleep(Duration::from_millis(200));
     let (closed, _) = raw_send(&info.ipc_path, &auth("x"), T);
     assert!(closed);

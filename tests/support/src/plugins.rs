@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use qwen_companion::plugins::host::{
@@ -146,6 +146,8 @@ pub struct TestHost {
     pub host: PluginHost,
     pub store: Arc<MemStore>,
     pub events: Arc<Mutex<Vec<PluginEvent>>>,
+    /// Notified after each event is recorded (see [`TestHost::wait_event`]).
+    events_changed: Arc<Condvar>,
     pub plugins: Plugins,
 }
 
@@ -170,12 +172,17 @@ impl TestHost {
         let store = MemStore::new(&plugins.dir);
         let host = PluginHost::with_store(config(&plugins.dir, extra), store.clone()).unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
-        let ev = events.clone();
-        host.set_event_sink(Some(Arc::new(move |e| ev.lock().unwrap().push(e))));
+        let events_changed = Arc::new(Condvar::new());
+        let (ev, changed) = (events.clone(), events_changed.clone());
+        host.set_event_sink(Some(Arc::new(move |e| {
+            ev.lock().unwrap().push(e);
+            changed.notify_all();
+        })));
         TestHost {
             host,
             store,
             events,
+            events_changed,
             plugins,
         }
     }
@@ -202,20 +209,34 @@ impl TestHost {
         self.events.lock().unwrap().clone()
     }
 
-    /// Waits until an event matching `f` was seen.
+    /// Waits until an event matching `f` was seen (woken by each event).
     pub fn wait_event(&self, what: &str, f: impl Fn(&PluginEvent) -> bool) -> PluginEvent {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut events = self.events.lock().unwrap();
         loop {
-            if let Some(e) = self.events().into_iter().find(&f) {
-                return e;
+            if let Some(e) = events.iter().find(|e| f(e)) {
+                return e.clone();
             }
-            assert!(
-                Instant::now() < deadline,
-                "no {what} event: {:?}",
-                self.events()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no {what} event: {events:?}");
+            events = self.events_changed.wait_timeout(events, left).unwrap().0;
         }
+    }
+
+    /// Waits until a call of `tool` reached plugin `id` (the inline plugins
+    /// of the runtime tests mark it with a `received-<tool>` file in their
+    /// data dir before acting on it).
+    pub fn wait_received(&self, id: &str, tool: &str) {
+        let mark = self
+            .plugins
+            .dir
+            .join("data")
+            .join(id)
+            .join(format!("received-{tool}"));
+        assert!(
+            wait_until(Duration::from_secs(10), || mark.exists()),
+            "{id} never received {tool}"
+        );
     }
 
     /// Shuts down and checks no process of this test's plugins is left.
@@ -259,21 +280,15 @@ pub fn pids_with_env(needle: &str) -> Vec<i32> {
 /// may be left (waits briefly for SIGKILLed ones to vanish).
 pub fn assert_no_process_of(dir: &Path) {
     let needle = format!("PLUGIN_DATA_DIR={}/data/", dir.display());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = pids_with_env(&needle);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() > deadline {
-            for p in &left {
-                // SAFETY: cleaning up the test's own leftovers before failing.
-                unsafe { libc::kill(*p, libc::SIGKILL) };
-            }
-            panic!("plugin processes left behind: {left:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if wait_until(Duration::from_secs(5), || pids_with_env(&needle).is_empty()) {
+        return;
     }
+    let left = pids_with_env(&needle);
+    for p in &left {
+        // SAFETY: cleaning up the test's own leftovers before failing.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    panic!("plugin processes left behind: {left:?}");
 }
 
 pub fn alive(pid: i32) -> bool {
@@ -288,14 +303,7 @@ pub fn alive(pid: i32) -> bool {
 }
 
 pub fn wait_dead(pid: i32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !alive(pid)
+    wait_until(limit, || !alive(pid))
 }
 
 pub fn text_of(out: &ToolOutput) -> String {
@@ -347,3 +355,5 @@ pub fn assert_all_die(pids: &[i32], what: &str) {
         panic!("{what}: {survivors:?} still running");
     }
 }
+
+pub use crate::{wait_until, TempDir};

@@ -4,6 +4,7 @@
 //! helpers.
 
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,19 +56,21 @@ pub struct FakeInbox {
     pub path: PathBuf,
     rx: mpsc::Receiver<Vec<String>>,
     stop: Arc<AtomicBool>,
+    /// The listening socket, shut down on drop to wake the blocked accept.
+    listener: UnixListener,
 }
 
 impl FakeInbox {
     pub fn new(dir: &Path, name: &str) -> FakeInbox {
         let path = dir.join(name);
         let listener = UnixListener::bind(&path).unwrap();
-        listener.set_nonblocking(true).unwrap();
+        let accepting = listener.try_clone().unwrap();
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         std::thread::spawn(move || {
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
+            while !stop2.load(Ordering::SeqCst) {
+                match accepting.accept() {
                     Ok((mut s, _)) => {
                         let tx = tx.clone();
                         std::thread::spawn(move || {
@@ -84,11 +87,18 @@ impl FakeInbox {
                             let _ = tx.send(lines);
                         });
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // Shut down by drop.
+                    Err(_) => break,
                 }
             }
         });
-        FakeInbox { path, rx, stop }
+        FakeInbox {
+            path,
+            rx,
+            stop,
+            listener,
+        }
     }
 
     pub fn path_str(&self) -> String {
@@ -123,7 +133,10 @@ impl FakeInbox {
 
 impl Drop for FakeInbox {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::SeqCst);
+        // SAFETY: shutting down our own listening socket; the accept blocked
+        // on it returns an error and the accept thread ends.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
     }
 }
 
