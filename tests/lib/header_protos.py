@@ -47,7 +47,9 @@ class Proto(object):
 def norm_type(text):
     """`const char*`, `const  char *` -> `const char *`; `char**` -> `char **`."""
     text = " ".join(text.replace("*", " * ").split())
-    return re.sub(r"\* \*", "**", re.sub(r"\* \*", "**", text)).replace(" **", " **")
+    while "* *" in text:
+        text = text.replace("* *", "**")
+    return text
 
 
 def _split_param(text):
