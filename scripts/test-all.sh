@@ -46,7 +46,7 @@ suite() {
 }
 
 suite rust-fmt cargo fmt --all -- --check
-suite rust-clippy cargo clippy --all-targets --locked -- -D warnings
+suite rust-clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 suite rust-tests cargo test --locked
 suite rust-release-build cargo build --release --locked
 suite c-demo bash tests/c/run_demo_asan.sh

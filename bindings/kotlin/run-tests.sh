@@ -44,7 +44,15 @@ if [ ! -f "$LIB" ]; then
     cargo build --release
 fi
 
-# 3. Compile (two kotlinc runs: kotlinc is slow, keep units few).
+# 3. The JNA interface (Native.kt) matches the C header: every function's
+#    argument and return types (tests/kotlin/check_native.py; seconds, so
+#    before the slow compile).
+if ! python3 tests/kotlin/check_native.py; then
+    echo "kotlin: 0 passed, 1 failed (QcNative differs from include/qwen_companion.h)"
+    exit 1
+fi
+
+# 4. Compile (two kotlinc runs: kotlinc is slow, keep units few).
 mkdir -p "$OUT"
 BINDING_SRC=(bindings/kotlin/src)
 TEST_SRC=(examples/intellij/src/main/kotlin/qwen/companion/intellij/core tests/kotlin)
@@ -82,7 +90,7 @@ if [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$TESTS_JAR" "${TEST_SRC[@]}"
     compile "$TESTS_JAR" "$JNA:$BINDING_JAR" "${TEST_SRC[@]}"
 fi
 
-# 4. Type-check the IntelliJ platform glue against hand-written API stubs
+# 5. Type-check the IntelliJ platform glue against hand-written API stubs
 #    (catches Kotlin mistakes; it is not a real platform build). Skip with
 #    QC_KOTLIN_GLUE_CHECK=0.
 GLUE_SRC=(examples/intellij/src/main/kotlin)
@@ -96,7 +104,7 @@ if [ "${QC_KOTLIN_GLUE_CHECK:-1}" = 1 ] && { [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] |
     touch "$GLUE_STAMP"
 fi
 
-# 5. The Kotlin examples of the Markdown files (README.md, bindings/*/README.md,
+# 6. The Kotlin examples of the Markdown files (README.md, bindings/*/README.md,
 #    examples/*/README.md) compile against the binding: extracted with their
 #    hidden preludes by tests/docs/examples.py, compiled in one kotlinc run.
 if [ "${1:-}" = "" ] || [ "${1:-}" = docs ]; then
@@ -120,7 +128,7 @@ if [ "${1:-}" = "" ] || [ "${1:-}" = docs ]; then
     fi
 fi
 
-# 6. Run. The library is found through jna.library.path (the binding's
+# 7. Run. The library is found through jna.library.path (the binding's
 #    default lookup); qc.test.lib is only used by the explicit-path test.
 log "running (library $LIB)"
 set +e

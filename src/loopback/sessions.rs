@@ -350,6 +350,8 @@ mod tests {
         }
         let due: Vec<String> = s.take_due(|_| false).into_iter().map(|(k, _)| k).collect();
         assert_eq!(due, vec!["b".to_string()]);
+        // Time passing beyond the 30 ms grace is the behaviour under test
+        // (the grace is measured on the wall clock).
         std::thread::sleep(Duration::from_millis(40));
         let due: Vec<String> = s.take_due(|_| false).into_iter().map(|(k, _)| k).collect();
         assert_eq!(due, vec!["c".to_string()], "a has a stream and stays");
@@ -364,6 +366,7 @@ mod tests {
         }
         s.request_seen("a");
         assert!(s.take_due(|_| false).is_empty(), "within the grace");
+        // The grace running out is the behaviour under test.
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(s.take_due(|_| false).len(), 1);
         assert!(s.is_empty());

@@ -226,16 +226,18 @@ fn strip_comments_keeps_positions() {
     assert_eq!(s, "{     \n      \n      \"k\": 1 }");
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("qc-settings-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
+/// A private temporary directory (removed on drop).
+fn tmpdir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("qc-settings-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn a_new_file_is_created_0600_with_version_in_a_new_0700_dir() {
-    let d = tmpdir("new");
+    let tmp = tmpdir("new");
+    let d = tmp.path();
     let path = d.join(".qwen").join("settings.json");
     let o = register(&path, NAME, &entry()).unwrap();
     assert_eq!((o.change, o.created), (Change::Added, true));
@@ -251,16 +253,16 @@ fn a_new_file_is_created_0600_with_version_in_a_new_0700_dir() {
     assert_eq!(v, json!({"$version": 4, "mcpServers": {NAME: entry()}}));
     let again = register(&path, NAME, &entry()).unwrap();
     assert_eq!(again.change, Change::Unchanged);
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn the_mode_is_kept_and_no_temp_file_is_left() {
-    let d = tmpdir("mode");
+    let tmp = tmpdir("mode");
+    let d = tmp.path();
     let path = d.join("settings.json");
     fs::write(&path, REAL_WORLD).unwrap();
     crate::sys::fs::set_mode(&path, 0o640).unwrap();
-    crate::sys::fs::set_mode(&d, 0o755).unwrap();
+    crate::sys::fs::set_mode(d, 0o755).unwrap();
     register(&path, NAME, &entry()).unwrap();
     assert_eq!(
         crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
@@ -268,7 +270,7 @@ fn the_mode_is_kept_and_no_temp_file_is_left() {
     );
     // The directory's mode is the user's business.
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(&d).unwrap()) & 0o777,
+        crate::sys::fs::mode(&fs::metadata(d).unwrap()) & 0o777,
         0o755
     );
     let o = unregister(&path, NAME).unwrap();
@@ -278,17 +280,17 @@ fn the_mode_is_kept_and_no_temp_file_is_left() {
         crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
         0o640
     );
-    let names: Vec<_> = fs::read_dir(&d)
+    let names: Vec<_> = fs::read_dir(d)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("settings.json")]);
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn an_invalid_file_on_disk_is_left_untouched() {
-    let d = tmpdir("bad");
+    let tmp = tmpdir("bad");
+    let d = tmp.path();
     let path = d.join("settings.json");
     let text = "{\n  \"a\": 1,\n}\n";
     fs::write(&path, text).unwrap();
@@ -298,12 +300,12 @@ fn an_invalid_file_on_disk_is_left_untouched() {
     assert!(e.message.contains("line 3"), "{}", e.message);
     assert_eq!(fs::read_to_string(&path).unwrap(), text);
     assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), before);
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn a_symlink_is_read_through_and_replaced_its_target_kept() {
-    let d = tmpdir("link");
+    let tmp = tmpdir("link");
+    let d = tmp.path();
     let target = d.join("dotfiles-settings.json");
     fs::write(&target, "{\"a\": 1}").unwrap();
     let path = d.join("settings.json");
@@ -316,21 +318,21 @@ fn a_symlink_is_read_through_and_replaced_its_target_kept() {
         .is_symlink());
     assert_eq!(fs::read_to_string(&target).unwrap(), "{\"a\": 1}");
     assert_eq!(read(&fs::read_to_string(&path).unwrap())["a"], 1);
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn unregister_of_a_missing_file_creates_nothing() {
-    let d = tmpdir("missing");
+    let tmp = tmpdir("missing");
+    let d = tmp.path();
     let path = d.join("sub").join("settings.json");
     assert_eq!(unregister(&path, NAME).unwrap().change, Change::Absent);
     assert!(!d.join("sub").exists());
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn bad_arguments_are_refused() {
-    let d = tmpdir("args");
+    let tmp = tmpdir("args");
+    let d = tmp.path();
     let path = d.join("settings.json");
     assert!(register(&path, NAME, &json!([1])).is_err());
     assert!(register(&path, "bad name", &entry()).is_err());
@@ -338,7 +340,6 @@ fn bad_arguments_are_refused() {
     assert!(!path.exists());
     fs::create_dir(&path).unwrap();
     assert!(register(&path, NAME, &entry()).is_err());
-    fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

@@ -1,30 +1,21 @@
 //! Helpers for the unit tests of this module.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
-/// A private temporary directory, removed on drop. Short paths, so sockets fit.
-pub struct TempDir(PathBuf);
+/// A private temporary directory (from `tempfile`), removed on drop. Short
+/// paths (`$TMPDIR/qcs-<tag>-XXXXXX`), so sockets fit.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "qcs-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("qcs-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }

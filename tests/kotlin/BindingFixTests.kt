@@ -67,7 +67,7 @@ fun bindingFixTests(h: Harness, dirs: TestDirs) {
         }
         val c = QwenCompanion(QwenCompanionConfig(workspaceRoots = listOf(dirs.ws.path), lockDir = dirs.lockDir.path, requestTimeoutMs = 1000), lib)
         try {
-            c.onOpenDiff { _, _ -> Thread.sleep(4000); OpenDiffResult.Shown }
+            c.onOpenDiff { _, _ -> Thread.sleep(4000); OpenDiffResult.Shown } // a deliberately slow host
             c.start()
             client(c).use { cl ->
                 val t0 = System.nanoTime()

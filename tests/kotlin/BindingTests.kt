@@ -269,7 +269,7 @@ fun bindingTests(h: Harness, dirs: TestDirs, libPath: String?) {
     // to prove they are pinned for the handle's life.
     for (i in 0 until 3) {
         System.gc()
-        Thread.sleep(20)
+        Thread.sleep(20) // gives the collector time: not a wait for an event
     }
 
     fun openDiff(path: String, content: String): JsonObject =
@@ -550,14 +550,17 @@ fun bindingTests(h: Harness, dirs: TestDirs, libPath: String?) {
         val ok = AtomicInteger()
         val closedSeen = AtomicInteger()
         val bad = Collections.synchronizedList(ArrayList<Throwable>())
+        val inUse = CountDownLatch(4) // each thread made a call
         val threads = (0 until 4).map { i ->
             Thread {
                 start.await()
                 val until = System.currentTimeMillis() + 400
+                var first = true
                 while (System.currentTimeMillis() < until) {
                     try {
                         if (i % 2 == 0) d.contextJson() else d.setCursor(readme.path, 1 + (ok.get() % 5), 1)
                         ok.incrementAndGet()
+                        if (first) { first = false; inUse.countDown() }
                     } catch (e: QwenCompanionException.Closed) {
                         closedSeen.incrementAndGet()
                     } catch (t: Throwable) {
@@ -567,7 +570,7 @@ fun bindingTests(h: Harness, dirs: TestDirs, libPath: String?) {
             }.also { it.start() }
         }
         start.countDown()
-        Thread.sleep(150)
+        check(inUse.await(5, TimeUnit.SECONDS)) { "the threads never called" }
         d.close()
         for (t in threads) t.join()
         check(bad.isEmpty()) { "unexpected: $bad" }

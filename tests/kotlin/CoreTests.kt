@@ -328,7 +328,7 @@ fun intellijCoreTests(h: Harness, dirs: TestDirs) {
             val s3 = presenter.shown.poll(5, TimeUnit.SECONDS)!!
             s3.viewClosed()
             s.awaitNotification("ide/diffClosed") { it["filePath"] == file.path }
-            Thread.sleep(200)
+            Thread.sleep(200) // the behaviour under test: no second diffClosed within 200 ms
             checkEq(s.all().count { it["method"] == "ide/diffClosed" }, 1, "exactly one diffClosed")
         }
     }

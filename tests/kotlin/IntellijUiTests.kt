@@ -487,7 +487,7 @@ fun intellijUiTests(h: Harness, root: File) {
                     real.call("test.hostile.crash-loop", "ping", emptyMap(), null)
                 } catch (e: QwenCompanionException.Call) {
                 }
-                Thread.sleep(250)
+                Thread.sleep(250) // paces the calls (each restarts the crashing plugin)
                 row = mgr.rows().firstOrNull { it.id == "test.hostile.crash-loop" }
                 row?.stoppedByCrashes == true
             }

@@ -147,7 +147,7 @@ fun pluginTests(h: Harness, root: File) {
                 ids.add(req["id"] as Long)
                 val p = Pending()
                 Thread {
-                    Thread.sleep(100)
+                    Thread.sleep(100) // a deliberately late answer
                     answers.add(p.resolve(mapOf("shown" to false, "reason" to "later")))
                     answers.add(p.resolve(mapOf("shown" to true)))
                     answered.countDown()

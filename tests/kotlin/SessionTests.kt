@@ -257,7 +257,7 @@ fun sessionTests(h: Harness, root: File) {
         b.onMessage(null)
         val sent = a.send("bravo", "queued while no handler").str("msgId")!!
         checkEq(a.wait(sent)["state"], "delivered", "accepted")
-        Thread.sleep(200)
+        Thread.sleep(200) // the behaviour under test: nothing is delivered within 200 ms
         check(messages.snapshot().none { it["msgId"] == sent }) { "delivered without a handler" }
         b.onMessage(messages.handler)
         messages.await("queued message") { it["msgId"] == sent }
@@ -407,6 +407,8 @@ fun sessionTests(h: Harness, root: File) {
             result.set(try { s.wait(sent, 10000)["state"] } catch (e: Throwable) { e })
         }
         t.start()
+        // Kept: nothing observable tells that the waiter is blocked in
+        // qc_participant_wait (the final state is the same either way).
         Thread.sleep(200)
         r.close()
         t.join(10000)
@@ -428,6 +430,8 @@ fun sessionTests(h: Harness, root: File) {
             result.set(try { s.wait(sent, 30000)["state"] } catch (e: Throwable) { e })
         }
         t.start()
+        // Kept: nothing observable tells that the waiter is blocked in
+        // qc_participant_wait.
         Thread.sleep(200)
         val t0 = System.nanoTime()
         s.close()

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Checks the Neovim plugin's LuaJIT cdefs against include/qwen_companion.h.
 
-Every declaration in a Lua long string ([[ ... ]]) of examples/neovim that
-names a qc_ identifier must appear in the header, token for token (whitespace
+Every qc_ function prototype in a Lua long string ([[ ... ]]) of
+examples/neovim must match the header's prototype (parsed by
+tests/lib/header_protos.py, shared with the Python and Kotlin checks): the same
+return type and, argument by argument, the same C type (a mismatch names the
+function and the argument). Every other declaration that names a qc_
+identifier (typedefs) must appear in the header, token for token (whitespace
 and line breaks aside). Also: the plugin's ABI_VERSION, status codes and log
 levels equal the header's macros, and every qc_ function the Lua code uses is
 declared in a cdef. And the plugin stays in pull mode: no function-pointer
@@ -20,6 +24,8 @@ import sys
 
 ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
 HEADER = ROOT / "include" / "qwen_companion.h"
+sys.path.insert(0, str(ROOT / "tests" / "lib"))
+import header_protos  # noqa: E402
 PLUGIN = ROOT / "examples" / "neovim"
 
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
@@ -58,16 +64,31 @@ used = set()
 checked = 0
 mismatched = []
 cdef_decls = []
+header_protos_by_name, _callbacks = header_protos.parse(HEADER)
+proto_mismatches = header_protos.Mismatches()
+protos_checked = 0
 for f in lua_files:
     src = f.read_text(encoding="utf-8")
     rel = f.relative_to(ROOT)
     for block in re.finditer(r"\[\[(.*?)\]\]", src, flags=re.S):
+        cdef_protos = header_protos.parse_c_prototypes(block.group(1))
+        for name, proto in sorted(cdef_protos.items()):
+            protos_checked += 1
+            want = header_protos_by_name.get(name)
+            if want is None:
+                proto_mismatches.add("%s: %s" % (rel, name), "cdef'd but not declared in the header")
+                continue
+            # The cdef must use the header's own C types (LuaJIT converts by them).
+            proto_mismatches.compare("%s: %s" % (rel, name), want, proto.ret, [p.ctype for p in proto.params],
+                                     lambda ctype, is_return: (ctype,))
         for decl in c_declarations(block.group(1)):
             cdef_decls.append("%s: %s" % (rel, decl))
             if not re.search(r"\bqc_\w+", decl):
                 continue
             checked += 1
             declared.update(re.findall(r"\b(qc_\w+)\b", decl))
+            if re.search(r"\bqc_\w+\s*\(", decl) and not decl.startswith("typedef"):
+                continue  # a function prototype: compared argument by argument above
             if decl not in header:
                 mismatched.append("%s: %s" % (rel, decl))
     outside = re.sub(r"\[\[.*?\]\]", " ", src, flags=re.S)
@@ -75,7 +96,10 @@ for f in lua_files:
     used.update(re.findall(r"\b(qc_[a-z_]+)\b", outside))
 
 check(checked >= 20, "found the cdefs (%d qc_ declarations)" % checked)
-check(not mismatched, "every cdef'd qc_ declaration appears verbatim in %s" % HEADER.relative_to(ROOT),
+check(protos_checked >= 20 and not proto_mismatches.lines,
+      "every cdef'd qc_ function (%d) has the header's return and argument types" % protos_checked,
+      proto_mismatches.report())
+check(not mismatched, "every other cdef'd qc_ declaration appears verbatim in %s" % HEADER.relative_to(ROOT),
       "not in the header (whitespace aside):\n" + "\n".join(mismatched))
 missing = sorted(n for n in used if n not in declared)
 check(not missing, "every qc_ name used by the Lua code is cdef'd", "missing: %s" % ", ".join(missing))

@@ -394,6 +394,8 @@ phase diff7-busy
 ) &
 CLOSE7=$!
 PIDS+=("$CLOSE7")
+# Kept: gives the closeDiff a head start so it is queued before the openDiff
+# (no sign from outside that the library queued it).
 sleep 0.3
 T0=$(date +%s%N)
 RES=$(open_diff "$MAIN" $'too late\n')

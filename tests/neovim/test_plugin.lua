@@ -379,7 +379,9 @@ end)
 step('diff9 stop while requests wait', function()
   local lock = qc.status().lock_file
   emit('diff9-busy')
-  os.execute('sleep 1.5') -- run.sh sends closeDiff and openDiff meanwhile
+  -- Kept: run.sh sends closeDiff and openDiff meanwhile; nothing tells the
+  -- busy main thread that the library queued them.
+  os.execute('sleep 1.5')
   local t0 = uv.hrtime()
   vim.cmd('QwenStop')
   local ms = (uv.hrtime() - t0) / 1e6

@@ -4,6 +4,7 @@ that are always closed, and MCP clients (the official Python SDK)."""
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -21,6 +22,19 @@ for _p in (BINDING_DIR, HERE):
 os.environ["QWEN_HOME"] = tempfile.mkdtemp(prefix="qc-pytest-qwen-home-")
 
 import qwen_companion  # noqa: E402
+
+
+def wait_for(predicate, timeout=10.0, interval=0.01):
+    """Polls ``predicate`` until it returns a true value (returned at once)
+    or ``timeout`` seconds pass (then its last value): a readiness poll for
+    state the test cannot be told about directly."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
 
 
 def _default_lib_path():

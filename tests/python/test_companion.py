@@ -6,22 +6,12 @@ import logging
 import os
 import stat
 import threading
-import time
 
 import pytest
 
 import qwen_companion
 from qwen_companion import Companion
-
-
-def wait_for(predicate, timeout=5.0, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
+from conftest import wait_for  # noqa: E402
 
 
 # -- configuration errors ---------------------------------------------------
@@ -165,11 +155,13 @@ def test_close_from_another_thread_while_in_use(make_companion, workspace):
     c = make_companion()
     path = os.path.join(workspace, "main.py")
     errors = []
+    started = threading.Event()
 
     def hammer():
         try:
             while True:
                 c.file_focused(path)
+                started.set()
         except qwen_companion.ClosedError:
             pass
         except BaseException as e:  # pragma: no cover - reported below
@@ -177,7 +169,7 @@ def test_close_from_another_thread_while_in_use(make_companion, workspace):
 
     t = threading.Thread(target=hammer)
     t.start()
-    time.sleep(0.05)
+    assert started.wait(5)  # the hammer is in use of the companion
     c.close()
     t.join(5)
     assert not t.is_alive() and errors == []

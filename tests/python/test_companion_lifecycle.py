@@ -11,6 +11,7 @@ import pytest
 
 import qwen_companion
 from qwen_companion import _handle
+from conftest import wait_for  # noqa: E402
 
 
 def test_request_timeout_ms_bounds_how_long_the_cli_waits(make_companion, workspace, mcp_connect):
@@ -46,9 +47,7 @@ def test_connected_clients_counts_cli_sessions(make_companion, workspace, mcp_co
         return
     assert c.connected_clients() == 0
     mcp_connect(c.lock_file)
-    deadline = time.monotonic() + 10
-    while c.connected_clients() != 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: c.connected_clients() == 1)
     assert c.connected_clients() == 1
 
 
@@ -63,7 +62,7 @@ def test_del_hands_the_free_to_the_finalizer_thread(lib_path, lock_dir, monkeypa
 
     def slow_free(handle):
         seen.append(threading.current_thread().name)
-        time.sleep(1.0)
+        time.sleep(1.0)  # a deliberately slow free: the behaviour under test
         return raw_free(handle)
 
     monkeypatch.setattr(lib, "qc_companion_free", slow_free, raising=False)

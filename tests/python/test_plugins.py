@@ -10,7 +10,7 @@ import time
 import pytest
 
 import qwen_companion
-from conftest import REPO
+from conftest import REPO, wait_for
 from qwen_companion import Pending, PluginCallError, PluginHost, PluginInstallError
 
 FIXTURES = os.path.join(REPO, "tests", "plugins", "fixtures")
@@ -36,15 +36,6 @@ def node_children():
         if rest[1] == me and rest[0] != "Z":
             out.append(int(name))
     return out
-
-
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 @pytest.fixture
@@ -206,7 +197,7 @@ def test_capability_answered_later_with_pending(make_host):
         p = Pending()
 
         def answer():
-            time.sleep(0.1)
+            time.sleep(0.1)  # a deliberately late answer (from another thread)
             answered.append(p.resolve({"shown": False, "reason": "later"}))
             answered.append(p.resolve({"shown": True}))  # a second answer is refused
 

@@ -8,13 +8,12 @@ import json
 import os
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, wait_for
 from qwen_companion import (
     AlreadyRunningError,
     InvalidArgumentError,
@@ -29,15 +28,6 @@ PROBE = "test.view-probe"
 
 def fixture(name):
     return os.path.join(FIXTURES, name)
-
-
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def http(url, method="GET", body=None, headers=None):

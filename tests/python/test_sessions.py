@@ -18,18 +18,9 @@ import pytest
 
 import qwen_companion
 from qwen_companion import Participant, _native
+from conftest import wait_for  # noqa: E402
 
 TIMEOUT = 10.0
-
-
-def wait_for(predicate, timeout=TIMEOUT, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
 
 
 def os_thread_name():
@@ -374,7 +365,7 @@ def test_child_env_token_proves_own_process_origin(make_participant):
     # A made-up token is dropped silently.
     bogus = user_frame("forged")
     raw_send(sb["ipcPath"], [{"msgV": 1, "type": "auth", "token": "0" * 64}, bogus])
-    time.sleep(0.3)
+    time.sleep(0.3)  # the behaviour under test: nothing arrives within 300 ms
     assert all(m["msgId"] != bogus["msgId"] for m in messages.snapshot())
     assert all(h["msgId"] != bogus["msgId"] for h in b.held())
 
@@ -539,7 +530,7 @@ def test_callables_can_be_replaced_and_removed(make_participant):
     b.set_message_callback(None)
     three = a.send("bravo", "three")  # accepted, queued until a callable is set
     assert a.wait(three["msgId"])["state"] == "delivered"
-    time.sleep(0.2)
+    time.sleep(0.2)  # the behaviour under test: "second" gets nothing more
     assert [m["msgId"] for m in second.snapshot()] == [two["msgId"]]
     b.set_message_callback(first)
     first.wait(lambda m: m["msgId"] == three["msgId"])
@@ -629,6 +620,8 @@ def test_close_from_another_thread_while_waiting(make_participant):
 
     t = threading.Thread(target=waiter)
     t.start()
+    # Kept: nothing observable tells that the waiter is blocked in
+    # qc_participant_wait (the final state is the same either way).
     time.sleep(0.2)
     b.close()  # the held message expires: the waiter sees a final state
     t.join(TIMEOUT)
@@ -653,6 +646,8 @@ def test_close_while_its_own_wait_runs(make_participant):
 
     t = threading.Thread(target=waiter)
     t.start()
+    # Kept: nothing observable tells that the waiter is blocked in
+    # qc_participant_wait.
     time.sleep(0.2)
     started = time.monotonic()
     a.close()

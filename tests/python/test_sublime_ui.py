@@ -15,7 +15,7 @@ import time
 import pytest
 
 import qwen_companion
-from conftest import REPO, SUBLIME_PACKAGE_DIR
+from conftest import REPO, SUBLIME_PACKAGE_DIR, wait_for
 from sublime_package import load_package
 
 import sublime_ui_stubs as stubs  # noqa: E402  (extends the stub editor)
@@ -364,9 +364,7 @@ def stui(lib_path, lock_dir, tmp_path, workspace, monkeypatch):
     finally:
         pkg.unloaded()
         assert sublime.ui_violations == [], "UI touched off the UI thread"
-        deadline = time.monotonic() + 10
-        while node_children() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: not node_children())
         assert node_children() == [], "plugin processes left"
 
 
@@ -716,12 +714,15 @@ def test_crashed_plugin_shows_its_last_error(stui):
     stui.install(os.path.join(FIXTURES, "hostile", "crash-loop"))
     pid = "test.hostile.crash-loop"
     for _ in range(6):
+        exits = stui.host().stats(pid)["unexpectedExits"]
         try:
             stui.host().call(pid, "ping", {})
         except qwen_companion.PluginCallError as e:
             if e.kind == "disabled":
                 break
-        time.sleep(0.4)
+        # Let it crash: wait for its next unexpected exit (it exits ~200 ms
+        # after each start).
+        wait_for(lambda: stui.host().stats(pid)["unexpectedExits"] > exits)
     assert stui.pump_until(lambda: any("test.hostile.crash-loop was disabled" in m for m in sublime.status_messages))
     stui.run("qwen_plugins_manage")
     rows = stui.wait_quick_panel()

@@ -1,0 +1,68 @@
+//! Helpers shared by every integration test binary of qwen-companion
+//! (`tests/<feature>/main.rs`), so that each helper exists once:
+//!
+//! - [`TempDir`]: a private temporary directory removed on drop;
+//! - [`wait_until`]: a readiness poll with a deadline (returns as soon as the
+//!   condition holds) for state the tests cannot be told about directly;
+//! - [`mcp`]: a strict MCP-over-HTTP client (raw HTTP/1.1, SSE reader);
+//! - [`sessions`]: participant configs, a fake inbox, raw frames, and the
+//!   C ABI string helpers;
+//! - [`plugins`]: a plugins directory builder, an in-memory plugin store, a
+//!   host with short timeouts, and process-liveness checks.
+
+pub mod mcp;
+pub mod plugins;
+pub mod sessions;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A private temporary directory (from `tempfile`), removed on drop. Its
+/// path is canonical and short (`$TMPDIR/qc-<tag>-XXXXXX`), so Unix socket
+/// paths built under it stay within the platform's limit.
+pub struct TempDir {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("qc-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().canonicalize().unwrap();
+        TempDir { path, _dir: dir }
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// Writes `contents` to `name` in the directory; returns the file's path.
+    pub fn file(&self, name: &str, contents: &str) -> String {
+        let p = self.path.join(name);
+        std::fs::write(&p, contents).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+/// Polls `f` until it holds (returning true at once) or `timeout` passes
+/// (returning `f()`'s last answer). For state the test cannot wait on
+/// directly (a file appearing, a process exiting, a counter reached).
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f()
+}
+
+/// The repository's root (where `Cargo.toml` of the library is).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
