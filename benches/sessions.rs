@@ -149,7 +149,8 @@ fn ours_latency(rounds: usize, per_round: usize, warmup: usize) -> Latency {
             let n = received.clone();
             rx.set_message_callback(Some(Arc::new(move |_m: &InboundMessage| {
                 n.fetch_add(1, Ordering::Relaxed);
-            })));
+            })))
+            .unwrap();
             rx.register(reg("bench-rx")).map_err(e2s)?;
             let tx = Participant::new(config(home.path())?).map_err(e2s)?;
             let (etx, erx) = mpsc::channel::<(String, DeliveryState, Instant)>();
@@ -157,7 +158,8 @@ fn ours_latency(rounds: usize, per_round: usize, warmup: usize) -> Latency {
             tx.set_receipt_callback(Some(Arc::new(move |e: &ReceiptEvent| {
                 let t = Instant::now();
                 let _ = etx.lock().unwrap().send((e.msg_id.clone(), e.status, t));
-            })));
+            })))
+            .unwrap();
             tx.register(reg("bench-tx")).map_err(e2s)?;
             let mut early: HashMap<String, (DeliveryState, Instant)> = HashMap::new();
             for i in 0..warmup + per_round {
@@ -339,12 +341,14 @@ fn flood_child(home: &Path) -> Result<(), String> {
             .unwrap()
             .entry(m.message.msg_id.clone())
             .or_default() += 1;
-    })));
+    })))
+    .map_err(e2s)?;
     let held_max = Arc::new(AtomicUsize::new(0));
     let h2 = held_max.clone();
     p.set_held_callback(Some(Arc::new(move |h: &[HeldInfo]| {
         h2.fetch_max(h.len(), Ordering::Relaxed);
-    })));
+    })))
+    .map_err(e2s)?;
     let info = p.register(reg("flood-rx")).map_err(e2s)?;
     let rec: Value =
         serde_json::from_slice(&std::fs::read(&info.record_path).map_err(e2s)?).map_err(e2s)?;
@@ -960,7 +964,8 @@ fn flood(total: usize, duration: Duration, legit: usize) -> Result<FloodResult, 
     let ev2 = events.clone();
     tx.set_receipt_callback(Some(Arc::new(move |e: &ReceiptEvent| {
         ev2.lock().unwrap().push(e.clone());
-    })));
+    })))
+    .map_err(e2s)?;
     tx.register(reg("flood-tx")).map_err(e2s)?;
 
     let plan = plan_flood(

@@ -11,17 +11,14 @@
 //! The blocking calls (`_register`, `_send`, `_wait`, `_close`) are fine on a
 //! host thread or inside a callback; they wait on the library's runtime.
 
-use crate::shared::sync::lock;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
 
 use super::util::*;
-use crate::error::{Error, Result, Status};
-use crate::events::PullQueue as EventQueue;
+use crate::error::{Error, Result};
 use crate::sessions::{
     Config, HeldInfo, InboundMessage, InboundSettings, ParentSendOptions, Participant,
     ReceiptEvent, RegisterOptions, SendOptions,
@@ -74,15 +71,9 @@ pub unsafe extern "C" fn qc_participant_new(
 /// handle gives `QC_INVALID_HANDLE`.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_free(p: *mut qc_participant) -> qc_status {
-    let status = PARTICIPANTS.destroy(p, |p| {
+    PARTICIPANTS.destroy(p, |p| {
         let _ = p.close();
-    });
-    if status == QC_OK {
-        // The queue's fd stays open until the last library callback holding
-        // it is gone (with the participant).
-        lock(&PULL).remove(&(p as usize));
-    }
-    status
+    })
 }
 
 /// Unregisters every session (held and queued messages settle as `expired`)
@@ -442,14 +433,12 @@ pub unsafe extern "C" fn qc_participant_set_message_callback(
     error: *mut *mut c_char,
 ) -> qc_status {
     boundary(error, || {
-        refuse_in_pull_mode(p as usize)?;
         let p = participant(p)?;
         p.set_message_callback(json_callback::<InboundMessage>(
             cb,
             user_data,
             free_user_data,
-        ));
-        Ok(())
+        ))
     })
 }
 
@@ -469,10 +458,8 @@ pub unsafe extern "C" fn qc_participant_set_receipt_callback(
     error: *mut *mut c_char,
 ) -> qc_status {
     boundary(error, || {
-        refuse_in_pull_mode(p as usize)?;
         let p = participant(p)?;
-        p.set_receipt_callback(json_callback::<ReceiptEvent>(cb, user_data, free_user_data));
-        Ok(())
+        p.set_receipt_callback(json_callback::<ReceiptEvent>(cb, user_data, free_user_data))
     })
 }
 
@@ -488,37 +475,9 @@ pub unsafe extern "C" fn qc_participant_set_held_callback(
     error: *mut *mut c_char,
 ) -> qc_status {
     boundary(error, || {
-        refuse_in_pull_mode(p as usize)?;
         let p = participant(p)?;
-        p.set_held_callback(json_callback::<[HeldInfo]>(cb, user_data, free_user_data));
-        Ok(())
+        p.set_held_callback(json_callback::<[HeldInfo]>(cb, user_data, free_user_data))
     })
-}
-
-/// Pull mode: the queue of each participant that enabled it, by handle
-/// (handles are never reused).
-static PULL: Lazy<Mutex<HashMap<usize, Arc<Mutex<EventQueue>>>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
-
-fn refuse_in_pull_mode(handle: usize) -> Result<()> {
-    if lock(&PULL).contains_key(&handle) {
-        return Err(Error::new(
-            Status::Refused,
-            "pull mode is enabled: messages, receipts and held changes are queued \
-             (qc_participant_next_event), not given to callbacks",
-        ));
-    }
-    Ok(())
-}
-
-/// `{"type": kind, ...value's fields}` (`value` must serialise to an object).
-fn typed_event<T: serde::Serialize + ?Sized>(kind: &str, value: &T) -> serde_json::Value {
-    let mut v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-    if !v.is_object() {
-        v = serde_json::json!({ "value": v });
-    }
-    v["type"] = serde_json::Value::String(kind.to_string());
-    v
 }
 
 /// Switches the participant to pull mode, for hosts that must never be
@@ -537,34 +496,7 @@ pub unsafe extern "C" fn qc_participant_enable_events(
     out_fd: *mut i32,
     error: *mut *mut c_char,
 ) -> qc_status {
-    value_result(error, out_fd, || {
-        let handle = p as usize;
-        let part = participant(p)?;
-        let mut pull = lock(&PULL);
-        if let Some(q) = pull.get(&handle) {
-            return Ok(lock(q).fd());
-        }
-        let queue = Arc::new(Mutex::new(EventQueue::new()?));
-        let fd = lock(&queue).fd();
-        let push = |q: &Arc<Mutex<EventQueue>>, event: serde_json::Value| {
-            // Full (1024 waiting: the host stopped pulling): dropped.
-            let _ = lock(q).push(event);
-        };
-        let q = queue.clone();
-        part.set_receipt_callback(Some(Arc::new(move |r: &ReceiptEvent| {
-            push(&q, typed_event("receipt", r))
-        })));
-        let q = queue.clone();
-        part.set_held_callback(Some(Arc::new(move |held: &[HeldInfo]| {
-            push(&q, serde_json::json!({ "type": "held", "held": held }))
-        })));
-        let q = queue.clone();
-        part.set_message_callback(Some(Arc::new(move |m: &InboundMessage| {
-            push(&q, typed_event("message", m))
-        })));
-        pull.insert(handle, queue);
-        Ok(fd)
-    })
+    value_result(error, out_fd, || participant(p)?.enable_events())
 }
 
 /// Takes the next queued event (pull mode). `*out_json` receives an owned
@@ -583,13 +515,7 @@ pub unsafe extern "C" fn qc_participant_next_event(
 ) -> qc_status {
     boundary(error, || {
         out_arg(out_json, "out_json")?;
-        let handle = p as usize;
-        participant(p)?;
-        let queue = lock(&PULL)
-            .get(&handle)
-            .cloned()
-            .ok_or_else(|| Error::new(Status::Refused, "pull mode is not enabled"))?;
-        let event = lock(&queue).pop();
+        let event = participant(p)?.next_event()?;
         write_optional_json(out_json, event);
         Ok(())
     })

@@ -332,7 +332,8 @@ fn peers_message_each_other_with_receipts() {
     let h2 = held_tx.clone();
     b.set_held_callback(Some(Arc::new(move |h: &[HeldInfo]| {
         h2.lock().unwrap().push(h.to_vec())
-    })));
+    })))
+    .unwrap();
     let s2 = a.send(send("bob", "second", None)).unwrap();
     assert_eq!(
         a.wait(&s2.msg_id, T, false).unwrap().state,
@@ -992,7 +993,8 @@ fn a_busy_host_never_makes_senders_wait() {
             std::thread::sleep(Duration::from_millis(1500));
             let _ = tx.lock().unwrap().send(m.message.msg_id.clone());
         },
-    )));
+    )))
+    .unwrap();
     let start = Instant::now();
     let mut ids = Vec::new();
     for i in 0..3 {
@@ -1325,7 +1327,8 @@ fn explicit_socket_path_and_freeing_from_a_callback() {
                 drop(taken);
                 let _ = tx.lock().unwrap().send(());
             },
-        )));
+        )))
+        .unwrap();
     sender.send(send("a", "bye", None)).unwrap();
     rx.recv_timeout(T).unwrap();
     assert!(wait_until(T, || !std::path::Path::new(&info.record_path).exists()));
@@ -1345,7 +1348,8 @@ fn hosts_get_frames_as_received() {
     let h2 = held_b.clone();
     b.set_held_callback(Some(Arc::new(move |h: &[HeldInfo]| {
         h2.lock().unwrap().push(h.to_vec())
-    })));
+    })))
+    .unwrap();
     // A raw peer frame with unknown fields, odd values and a multi-line name:
     // the host gets it whole, replyToken included, nothing flattened.
     let own_a = token_of(&ia.record_path);

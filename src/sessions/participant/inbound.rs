@@ -229,11 +229,11 @@ impl Inner {
         }
         if deliver {
             let inner = self.clone();
-            self.dispatcher.post(move || inner.pump());
+            self.link.dispatcher().post(move || inner.pump());
         }
         if held && self.held_cb.get().is_some() {
             let inner = self.clone();
-            self.dispatcher.post(move || {
+            self.link.dispatcher().post(move || {
                 let Some(cb) = inner.held_cb.get() else {
                     return;
                 };
@@ -415,7 +415,7 @@ impl Inner {
             return;
         }
         let inner = self.clone();
-        self.dispatcher.post(move || {
+        self.link.dispatcher().post(move || {
             let Some(cb) = inner.receipt_cb.get() else {
                 return;
             };

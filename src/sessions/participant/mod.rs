@@ -40,7 +40,7 @@ use super::{
     MESSAGING_SOCKET_ENV, MESSAGING_TOKEN_ENV,
 };
 use crate::error::{Error, Result, Status};
-use crate::events::Dispatcher;
+use crate::events::HostLink;
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::runtime::{self, RuntimeRef};
 use crate::shared::rand::{random_hex, uuid_v4};
@@ -171,7 +171,8 @@ struct Inner {
     settings: Settings,
     ipc_token: String,
     owner: u64,
-    dispatcher: Arc<Dispatcher>,
+    /// The callback thread and pull mode.
+    link: HostLink,
     logger: Arc<Logger>,
     message_cb: Slot<MessageFn>,
     receipt_cb: Slot<ReceiptFn>,
@@ -186,6 +187,27 @@ struct Inner {
     controllers: Grants,
 }
 
+impl Inner {
+    fn set_message_callback(self: &Arc<Self>, cb: Option<Arc<MessageFn>>) {
+        let set = cb.is_some();
+        self.message_cb.set(cb);
+        if set {
+            let inner = self.clone();
+            self.link.dispatcher().post(move || inner.pump());
+        }
+    }
+}
+
+/// `{"type": kind, ...value's fields}` (`value` must serialise to an object).
+fn typed_event<T: serde::Serialize + ?Sized>(kind: &str, value: &T) -> serde_json::Value {
+    let mut v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+    if !v.is_object() {
+        v = serde_json::json!({ "value": v });
+    }
+    v["type"] = serde_json::Value::String(kind.to_string());
+    v
+}
+
 /// A cross-session participant: one inbox, one or more registered sessions.
 pub struct Participant {
     inner: Arc<Inner>,
@@ -195,10 +217,7 @@ impl Participant {
     /// Validates the configuration. Nothing is bound or written until [`register`](Self::register).
     pub fn new(config: Config) -> Result<Participant> {
         let settings = Settings::from_config(config)?;
-        let dispatcher = Arc::new(
-            Dispatcher::new("qc-cb")
-                .map_err(|e| Error::io("cannot start the callback thread", e))?,
-        );
+        let link = HostLink::new()?;
         let controllers = Grants::new(settings.controllers_path.clone());
         Ok(Participant {
             inner: Arc::new(Inner {
@@ -206,8 +225,8 @@ impl Participant {
                 ipc_token: random_hex(32)?,
                 controllers,
                 owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
-                logger: Arc::new(Logger::new(dispatcher.clone())),
-                dispatcher,
+                logger: link.logger().clone(),
+                link,
                 message_cb: Slot::default(),
                 receipt_cb: Slot::default(),
                 held_cb: Slot::default(),
@@ -233,27 +252,83 @@ impl Participant {
     }
 
     /// Messages delivered to our sessions. Setting one hands over any
-    /// messages accepted while none was set.
-    pub fn set_message_callback(&self, cb: Option<Arc<MessageFn>>) {
-        let set = cb.is_some();
-        self.inner.message_cb.set(cb);
-        if set {
-            let inner = self.inner.clone();
-            self.inner.dispatcher.post(move || inner.pump());
-        }
+    /// messages accepted while none was set. Refused in pull mode.
+    pub fn set_message_callback(&self, cb: Option<Arc<MessageFn>>) -> Result<()> {
+        self.refuse_in_pull_mode()?;
+        self.inner.set_message_callback(cb);
+        Ok(())
     }
 
-    pub fn set_receipt_callback(&self, cb: Option<Arc<ReceiptFn>>) {
+    /// Every transition of a message we sent. Refused in pull mode.
+    pub fn set_receipt_callback(&self, cb: Option<Arc<ReceiptFn>>) -> Result<()> {
+        self.refuse_in_pull_mode()?;
         self.inner.receipt_cb.set(cb);
+        Ok(())
     }
 
-    pub fn set_held_callback(&self, cb: Option<Arc<HeldFn>>) {
+    /// The whole hold buffer after each change. Refused in pull mode.
+    pub fn set_held_callback(&self, cb: Option<Arc<HeldFn>>) -> Result<()> {
+        self.refuse_in_pull_mode()?;
         self.inner.held_cb.set(cb);
+        Ok(())
+    }
+
+    fn refuse_in_pull_mode(&self) -> Result<()> {
+        if self.inner.link.pulling() {
+            return Err(Error::new(
+                Status::Refused,
+                "pull mode is enabled: messages, receipts and held changes are queued \
+                 (qc_participant_next_event), not given to callbacks",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Switches to pull mode: from now on delivered messages, receipts and
+    /// hold-buffer changes are queued as `{"type":"message"|"receipt",…}` /
+    /// `{"type":"held","held":[…]}` events instead of given to the callbacks
+    /// (messages accepted before are handed over to the queue). Returns the
+    /// handle that is readable while events wait (the same on every call).
+    pub fn enable_events(&self) -> Result<crate::sys::event::RawEventHandle> {
+        let was_pulling = self.inner.link.pulling();
+        let handle = self.inner.link.enable_pull()?;
+        if !was_pulling {
+            let inner = &self.inner;
+            let queue = |inner: &Arc<Inner>| {
+                let weak = Arc::downgrade(inner);
+                move |event: serde_json::Value| {
+                    if let Some(inner) = weak.upgrade() {
+                        inner.link.notify(event, None);
+                    }
+                }
+            };
+            let push = queue(inner);
+            inner
+                .receipt_cb
+                .set(Some(Arc::new(move |r: &super::ReceiptEvent| {
+                    push(typed_event("receipt", r))
+                })));
+            let push = queue(inner);
+            inner.held_cb.set(Some(Arc::new(move |held: &[HeldInfo]| {
+                push(serde_json::json!({ "type": "held", "held": held }))
+            })));
+            let push = queue(inner);
+            inner.set_message_callback(Some(Arc::new(move |m: &InboundMessage| {
+                push(typed_event("message", m))
+            })));
+        }
+        Ok(handle)
+    }
+
+    /// The next queued event in pull mode (`None` when none waits); refused
+    /// outside pull mode.
+    pub fn next_event(&self) -> Result<Option<serde_json::Value>> {
+        self.inner.link.next_event()
     }
 
     /// True when called on this participant's callback thread.
     pub fn on_callback_thread(&self) -> bool {
-        self.inner.dispatcher.is_current_thread()
+        self.inner.link.on_callback_thread()
     }
 
     /// Registers a session: binds the inbox if none is bound, then writes
@@ -431,7 +506,7 @@ impl Drop for Participant {
         self.inner.receipt_cb.set(None);
         self.inner.held_cb.set(None);
         self.inner.logger.set(None);
-        self.inner.dispatcher.shutdown();
+        self.inner.link.shutdown();
     }
 }
 

@@ -37,7 +37,8 @@ pub fn collect_messages(p: &Participant) -> mpsc::Receiver<InboundMessage> {
     let tx = Mutex::new(tx);
     p.set_message_callback(Some(Arc::new(move |m: &InboundMessage| {
         let _ = tx.lock().unwrap().send(m.clone());
-    })));
+    })))
+    .unwrap();
     rx
 }
 
@@ -47,7 +48,8 @@ pub fn collect_receipts(p: &Participant) -> mpsc::Receiver<ReceiptEvent> {
     let tx = Mutex::new(tx);
     p.set_receipt_callback(Some(Arc::new(move |e: &ReceiptEvent| {
         let _ = tx.lock().unwrap().send(e.clone());
-    })));
+    })))
+    .unwrap();
     rx
 }
 
