@@ -1,14 +1,33 @@
-//! The default [`PluginStore`]: the plugins directory as
+//! Where installed plugins come from: the [`PluginStore`] trait and its
+//! default, [`DirStore`], the plugins directory as
 //! [`crate::plugins::install`] keeps it (`installed/<id>/`, `state.json`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::{PluginStore, StoredPlugin};
 use crate::error::{Error, Result, Status};
 use crate::plugins::install::{self, codes, InstallError};
+use crate::plugins::manifest::Manifest;
+
+/// One installed plugin as the store knows it.
+#[derive(Clone)]
+pub struct StoredPlugin {
+    pub manifest: Arc<Manifest>,
+    pub enabled: bool,
+    /// The user's configuration values (`configuration[].id` → value).
+    pub config: Map<String, Value>,
+}
+
+/// Where installed plugins, their enabled flags and configuration values
+/// come from (the plugins directory's `installed/` and `state.json`).
+pub trait PluginStore: Send + Sync {
+    /// Every installed plugin (invalid ones left out).
+    fn list(&self) -> Result<Vec<StoredPlugin>>;
+    fn set_enabled(&self, id: &str, enabled: bool) -> Result<()>;
+    fn set_config_value(&self, id: &str, key: &str, value: Value) -> Result<()>;
+}
 
 /// The plugins directory as the install module keeps it.
 pub struct DirStore {

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Map};
 
 use super::*;
+use crate::plugins::process::ExitInfo;
 
 fn settings(json: &str) -> Result<Settings> {
     Settings::from_config(Config::from_json(Some(json))?)
