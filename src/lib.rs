@@ -11,6 +11,7 @@ pub mod mcp_bridge;
 pub mod panics;
 pub mod plugins;
 pub mod runtime;
+pub mod service;
 pub mod sessions;
 pub mod shared;
 mod sys;

@@ -1,4 +1,4 @@
-//! `qc_companion_*`: the IDE companion (seed 000) over the C ABI.
+//! `qc_companion_*`: the IDE companion over the C ABI.
 //!
 //! Threading: every `qc_companion_*` function may be called from any thread,
 //! concurrently, and from inside this library's callbacks. Callbacks of one

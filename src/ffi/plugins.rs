@@ -1,4 +1,4 @@
-//! `qc_plugin_host_*`: the plugin host (seed 004) over the C ABI.
+//! `qc_plugin_host_*`: the plugin host over the C ABI.
 //!
 //! A plugin host runs the plugins installed in one plugins directory (a
 //! folder with `manifest.json` and a Node entry script each), calls their
@@ -58,7 +58,7 @@ use crate::error::{Error, Result, Status};
 use crate::events::EventFn;
 use crate::plugins::host::{CallError, CallOptions, Config};
 use crate::plugins::install::{self, codes, InstallError};
-use crate::plugins::service::{CapabilityCall, Offer, PluginService};
+use crate::service::{CapabilityCall, Offer, PluginService};
 
 /// A plugin host over one plugins directory. Opaque; created by
 /// `qc_plugin_host_new`, released by `qc_plugin_host_free`.
@@ -658,7 +658,10 @@ pub unsafe extern "C" fn qc_plugin_host_parse_document(
 /// (`expected` is true when the host ended it),
 /// `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker),
 /// `{"type":"ui_push","plugin","channel","payload"}` (in the order the
-/// plugin sent them), or `{"type":"views_changed"}` (the views or panels
+/// plugin sent them; while the host does not take its events, only the
+/// newest per plugin and channel waits, and past 256 waiting channels or
+/// 8 MiB the library reads no more from that plugin until the host catches
+/// up), or `{"type":"views_changed"}` (the views or panels
 /// of the enabled plugins changed; see `qc_plugin_host_views_json`). Not called in pull mode. The previous callback's
 /// `user_data` is finalized. On failure the library does not take
 /// `user_data`.
@@ -821,7 +824,8 @@ pub unsafe extern "C" fn qc_plugin_host_enable_events(
 /// `{"type":"host_request","id":N,"plugin","capability","params"}` to answer
 /// with `qc_plugin_host_respond(h, N, …)` (a request whose plugin stopped
 /// waiting is skipped). At most 1024 events wait; beyond that events are
-/// dropped (logged) and requests refused. `QC_REFUSED` when pull mode is
+/// dropped (logged) and requests refused; `ui_push`es are coalesced as for
+/// the event callback (the newest per plugin and channel waits). `QC_REFUSED` when pull mode is
 /// not enabled.
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_next_event(
@@ -841,7 +845,14 @@ pub unsafe extern "C" fn qc_plugin_host_next_event(
 /// (borrowed), for debugging: `{"starts","unexpectedExits","invalidLines",
 /// "unknownReplies","duplicateReplies","lateReplies","ignoredMessages",
 /// "internalMessages","fdsClosed","hostRequests","uiPushes","timeouts",
-/// "kills","running","disabledReason"}`. `QC_NOT_FOUND` for an unknown id.
+/// "kills","running","disabledReason","callbackQueue"}`, where
+/// `callbackQueue` is the host's (shared by its plugins):
+/// `{"waiting","coalesced","refused","droppedLogs"}` of the callback thread
+/// (`coalesced`: `ui_push`es replaced by a newer one on the same plugin and
+/// channel before the host took them; `refused`: events dropped and requests
+/// answered with an error because 4096 were waiting), plus in pull mode
+/// `"pulled": {"waiting","coalesced","refused"}`. `QC_NOT_FOUND` for an
+/// unknown id.
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_stats(
     h: *const qc_plugin_host,

@@ -1,4 +1,4 @@
-//! `qc_participant_*`: cross-session messaging (seed 002) over the C ABI.
+//! `qc_participant_*`: cross-session messaging over the C ABI.
 //!
 //! A participant is one inbox (a UNIX socket) plus one registry record per
 //! registered session. Options and results travel as JSON documents (camelCase

@@ -1,4 +1,4 @@
-//! Seed 000: the IDE companion — an MCP server Qwen Code connects to, the lock
+//! The IDE companion — an MCP server Qwen Code connects to, the lock
 //! file that lets it find the server, the editor context it receives and the
 //! diffs it asks the IDE to show.
 //!

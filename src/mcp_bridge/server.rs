@@ -63,7 +63,7 @@ use tokio_util::sync::CancellationToken;
 use super::naming::SERVER_NAME;
 use super::tools;
 use crate::error::{Error, Result, Status};
-use crate::events::Dispatcher;
+use crate::events::HostLink;
 use crate::host::{LogFn, LogLevel, Logger};
 use crate::loopback;
 use crate::loopback::guard::{OriginPolicy, Policy};
@@ -283,7 +283,8 @@ struct Running {
 /// The plugin MCP server. Dropping it stops it.
 pub struct PluginMcpServer {
     state: Arc<ServerState>,
-    dispatcher: Arc<Dispatcher>,
+    /// The server's log callback and its thread.
+    link: HostLink,
     running: Mutex<Option<Running>>,
 }
 
@@ -348,11 +349,8 @@ impl PluginMcpServer {
         let claim = LockClaim::new(&lock_path)?;
         let token = crate::shared::rand::random_hex(32)?;
         let (std_listener, port) = loopback::bind_loopback()?;
-        let dispatcher = Arc::new(
-            Dispatcher::new("qc-cb")
-                .map_err(|e| Error::io("cannot start the callback thread", e))?,
-        );
-        let logger = Arc::new(Logger::new(dispatcher.clone()));
+        let link = HostLink::new()?;
+        let logger = link.logger().clone();
         let rt = runtime::acquire()?;
         let handle = rt.handle().clone();
         let _enter = handle.enter();
@@ -431,7 +429,7 @@ impl PluginMcpServer {
         drop(_enter);
         Ok(PluginMcpServer {
             state,
-            dispatcher,
+            link,
             running: Mutex::new(Some(Running {
                 runtime: rt,
                 port,
@@ -555,7 +553,7 @@ impl Drop for PluginMcpServer {
     fn drop(&mut self) {
         let _ = self.stop();
         self.state.logger.set(None);
-        self.dispatcher.shutdown();
+        self.link.shutdown();
     }
 }
 

@@ -1,4 +1,4 @@
-//! The plugin host (seed 004): installs, validates and runs the desktop
+//! The plugin host: installs, validates and runs the desktop
 //! app's plugins — a folder with `manifest.json` and a Node entry script
 //! that talks to its host over Node's IPC channel — without Electron.
 //!
@@ -29,5 +29,4 @@ pub mod ipc;
 pub mod manifest;
 pub mod pdf;
 pub mod process;
-pub mod service;
 pub mod views;

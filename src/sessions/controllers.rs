@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn parsed_once_until_changed() {
-        let dir = crate::sessions::testutil::TempDir::new("ctlcache");
+        let dir = crate::shared::testutil::TempDir::new("ctlcache");
         let a = format!("qpc_{}", "ab".repeat(32));
         let b = format!("qpc_{}", "cd".repeat(32));
         let p = replace(dir.path(), &registry(&[("c_0000000a", "A", &a)]));
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn grants_table() {
-        let dir = crate::sessions::testutil::TempDir::new("ctl");
+        let dir = crate::shared::testutil::TempDir::new("ctl");
         let tok = format!("qpc_{}", "ab".repeat(32));
         let other = format!("qpc_{}", "cd".repeat(32));
         let entry = |id: &str, label: &str, token: &str| json!({"id": id, "label": label, "tokenHash": sha256_hex(token.as_bytes()), "createdAt": 1});

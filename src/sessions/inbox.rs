@@ -489,7 +489,7 @@ async fn connection(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sessions::testutil::TempDir;
+    use crate::shared::testutil::TempDir;
 
     #[test]
     fn candidate_table() {

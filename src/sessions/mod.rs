@@ -1,9 +1,9 @@
-//! Seed 002: a cross-session participant. An editor (or any host) joins
+//! Cross-session messaging: a participant. An editor (or any host) joins
 //! Qwen Code's cross-session messaging as a peer: it publishes a registry
 //! record, binds an inbox that applies the receiver's gate, and sends
 //! messages whose delivery receipts it tracks. Behaviour follows Qwen Code
-//! 0.24.4 where it differs from the written contract (see
-//! `shared/interop/cross-session-notes.md` §13); the official joining side
+//! 0.24.4 where it differs from the written contract (the list below); the
+//! official joining side
 //! (`@qwen-code/sdk` `PeerEndpoint`) was the model for the API's shape.
 //!
 //! # Rust API (the FFI layer wraps it 1:1)
@@ -95,7 +95,7 @@
 //! that proved our own token count); every transition reaches the receipt
 //! callback and [`Participant::wait`].
 //!
-//! # Where Qwen Code's code wins over the written contract (seed 002)
+//! # Where Qwen Code's code wins over the written contract
 //! - `kind` must also start with a letter (`^[a-z][a-z0-9-]{0,15}$`).
 //! - The duplicate check compares a body with the *same sender key's* last
 //!   admitted body (30 s); own-process and controller senders are exempt;
@@ -147,8 +147,6 @@ pub mod outbox;
 mod participant;
 pub mod proc;
 pub mod registry;
-#[cfg(test)]
-pub(crate) mod testutil;
 
 use std::path::PathBuf;
 

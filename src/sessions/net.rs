@@ -136,7 +136,7 @@ pub async fn send_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sessions::testutil::TempDir;
+    use crate::shared::testutil::TempDir;
 
     #[test]
     fn local_paths() {

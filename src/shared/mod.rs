@@ -7,3 +7,5 @@ pub mod fs;
 pub mod json;
 pub mod rand;
 pub mod sync;
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -14,7 +14,9 @@ static REGISTERED: std::sync::Once = std::sync::Once::new();
 /// with the rest of the process still alive; a panic in it is caught.
 pub(crate) fn at_exit(hook: fn()) {
     REGISTERED.call_once(|| super::imp::exit::register(run_hooks));
-    let mut hooks = crate::shared::sync::lock(&HOOKS);
+    let mut hooks = HOOKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !hooks.iter().any(|h| std::ptr::fn_addr_eq(*h, hook)) {
         hooks.push(hook);
     }

@@ -7,6 +7,18 @@ use std::time::Duration;
 
 use super::{event, fs, ipc, process, ExitInfo, Signal};
 
+/// A name no other test of this process (or a concurrent run) uses.
+fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}{:x}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 struct Dir(PathBuf);
 
 impl Dir {
@@ -14,7 +26,7 @@ impl Dir {
         let p = std::env::temp_dir().join(format!(
             "qc-sys-{name}-{}-{}",
             process::current_pid(),
-            crate::shared::rand::random_hex(4).unwrap()
+            unique()
         ));
         std::fs::create_dir_all(&p).unwrap();
         Dir(p)
@@ -177,10 +189,7 @@ fn spawn_with_channel_round_trip() {
 
 #[test]
 fn kill_group_liveness_and_leftover_scan() {
-    let tag = format!(
-        "QC_SYS_TEST_TAG={}",
-        crate::shared::rand::random_hex(8).unwrap()
-    );
+    let tag = format!("QC_SYS_TEST_TAG={}", unique());
     let (k, v) = tag.split_once('=').unwrap();
     // A leader and a grandchild in its group, both carrying the tag.
     let child = sh(
@@ -307,7 +316,9 @@ fn exit_hooks_register_once() {
     fn hook() {}
     super::at_exit(hook);
     super::at_exit(hook);
-    let n = crate::shared::sync::lock(&super::exit::HOOKS)
+    let n = super::exit::HOOKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .iter()
         .filter(|h| std::ptr::fn_addr_eq(**h, hook as fn()))
         .count();

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use qc_test_support::plugins::*;
 use qwen_companion::events::EventFn;
 use qwen_companion::plugins::host::{CallOptions, PluginHost};
-use qwen_companion::plugins::service::PluginService;
+use qwen_companion::service::PluginService;
 use serde_json::{json, Value};
 
 const PUSHES: u64 = 200_000;

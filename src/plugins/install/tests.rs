@@ -2,7 +2,7 @@
 
 use super::archive::entry_components;
 use super::*;
-use crate::sessions::testutil::TempDir;
+use crate::shared::testutil::TempDir;
 
 #[test]
 fn entry_names() {

@@ -2,7 +2,7 @@
 //! per rule, asserting the exact problem path.
 
 use super::*;
-use crate::sessions::testutil::TempDir;
+use crate::shared::testutil::TempDir;
 use serde_json::json;
 use std::fs;
 use std::path::Path;

@@ -8,7 +8,7 @@ use super::*;
 use crate::sessions::names::peer_ref;
 use crate::sessions::net::Verdict;
 use crate::sessions::proc::{boot_id, own_pid, pid_namespace, proc_start_token};
-use crate::sessions::testutil::TempDir;
+use crate::shared::testutil::TempDir;
 
 fn me() -> Identity {
     Identity::current()

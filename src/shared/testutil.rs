@@ -1,4 +1,4 @@
-//! Helpers for the unit tests of this module.
+//! Helpers for the library's unit tests.
 
 use std::path::Path;
 

@@ -1,4 +1,6 @@
-//! The plugin host as an editor embeds it — one object a Rust user can hold:
+//! The plugin host as an editor embeds it — one object a Rust user can hold.
+//! It sits above both [`crate::plugins`] (the runtime, the view server) and
+//! [`crate::mcp_bridge`] (the plugin MCP server), which it puts together:
 //! the plugin runtime ([`PluginHost`]), the way to the editor ([`HostLink`]:
 //! its callback thread, log callback and pull mode), the capabilities the
 //! editor offers to plugins, and the two optional servers built on the host
@@ -19,15 +21,15 @@ use std::time::Duration;
 use once_cell::sync::OnceCell;
 use serde_json::{json, Value};
 
-use super::host::{
-    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
-    SlowDown,
-};
-use super::views::{self, Scheme, ViewServer};
 use crate::error::{Error, Result, Status};
 use crate::events::{Answer, EventFn, HostLink, Push};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
 use crate::mcp_bridge::PluginMcpServer;
+use crate::plugins::host::{
+    CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
+    SlowDown,
+};
+use crate::plugins::views::{self, Scheme, ViewServer};
 use crate::shared::sync::lock;
 
 /// A capability callback of the editor: `(request id, request JSON)`; the
