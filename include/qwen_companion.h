@@ -818,7 +818,10 @@ qc_status qc_plugin_host_parse_document(qc_plugin_host *h,
  * (`expected` is true when the host ended it),
  * `{"type":"plugin_disabled","plugin","reason"}` (crash-loop breaker),
  * `{"type":"ui_push","plugin","channel","payload"}` (in the order the
- * plugin sent them), or `{"type":"views_changed"}` (the views or panels
+ * plugin sent them; while the host does not take its events, only the
+ * newest per plugin and channel waits, and past 256 waiting channels or
+ * 8 MiB the library reads no more from that plugin until the host catches
+ * up), or `{"type":"views_changed"}` (the views or panels
  * of the enabled plugins changed; see `qc_plugin_host_views_json`). Not called in pull mode. The previous callback's
  * `user_data` is finalized. On failure the library does not take
  * `user_data`.
@@ -908,7 +911,8 @@ qc_status qc_plugin_host_enable_events(qc_plugin_host *h, int32_t *out_fd, char 
  * `{"type":"host_request","id":N,"plugin","capability","params"}` to answer
  * with `qc_plugin_host_respond(h, N, …)` (a request whose plugin stopped
  * waiting is skipped). At most 1024 events wait; beyond that events are
- * dropped (logged) and requests refused. `QC_REFUSED` when pull mode is
+ * dropped (logged) and requests refused; `ui_push`es are coalesced as for
+ * the event callback (the newest per plugin and channel waits). `QC_REFUSED` when pull mode is
  * not enabled.
  */
 qc_status qc_plugin_host_next_event(qc_plugin_host *h, char **out_json, char **error);
@@ -918,7 +922,14 @@ qc_status qc_plugin_host_next_event(qc_plugin_host *h, char **out_json, char **e
  * (borrowed), for debugging: `{"starts","unexpectedExits","invalidLines",
  * "unknownReplies","duplicateReplies","lateReplies","ignoredMessages",
  * "internalMessages","fdsClosed","hostRequests","uiPushes","timeouts",
- * "kills","running","disabledReason"}`. `QC_NOT_FOUND` for an unknown id.
+ * "kills","running","disabledReason","callbackQueue"}`, where
+ * `callbackQueue` is the host's (shared by its plugins):
+ * `{"waiting","coalesced","refused","droppedLogs"}` of the callback thread
+ * (`coalesced`: `ui_push`es replaced by a newer one on the same plugin and
+ * channel before the host took them; `refused`: events dropped and requests
+ * answered with an error because 4096 were waiting), plus in pull mode
+ * `"pulled": {"waiting","coalesced","refused"}`. `QC_NOT_FOUND` for an
+ * unknown id.
  */
 qc_status qc_plugin_host_stats(const qc_plugin_host *h,
                                const char *plugin_id,
