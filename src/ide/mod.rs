@@ -13,7 +13,7 @@ pub mod server;
 use crate::shared::sync::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -316,8 +316,6 @@ pub struct Inner {
     running: Mutex<Option<Running>>,
     /// The running companion's debouncer (None when stopped).
     debouncer: Mutex<Option<Arc<debounce::Debouncer>>>,
-    /// Tool calls being answered right now (stop lets them finish).
-    pub(crate) tool_calls: AtomicUsize,
 }
 
 /// A question for the host (answered by a callback or through the event queue).
@@ -450,7 +448,6 @@ impl Companion {
                 next_diff_id: AtomicU64::new(1),
                 running: Mutex::new(None),
                 debouncer: Mutex::new(None),
-                tool_calls: AtomicUsize::new(0),
             }),
         })
     }
@@ -656,20 +653,12 @@ impl Companion {
         }
         let on_runtime = !crate::runtime::may_block();
         if !on_runtime {
-            // Let tool calls in progress send their (error) replies first.
-            let inner = self.inner.clone();
-            r.runtime.handle().block_on(async move {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-                while inner.tool_calls.load(Ordering::Acquire) > 0
-                    && tokio::time::Instant::now() < deadline
-                {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                if inner.tool_calls.load(Ordering::Acquire) == 0 {
-                    // The last reply leaves through rmcp's session task.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            });
+            // Let calls in progress send their (error) replies to the end
+            // first: the cancelled ones answer at once.
+            let server = &r.server;
+            r.runtime
+                .handle()
+                .block_on(server.settle(Duration::from_secs(1)));
         }
         r.cancel.cancel();
         r.hub.clear();

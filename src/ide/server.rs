@@ -69,26 +69,6 @@ async fn guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) 
     mcp::guard_and_track(&state.policy, &state.inner.logger, &state.hub, req, next).await
 }
 
-/// Counts a tool call in progress for the duration of its handling.
-struct InFlight<'a>(&'a Inner);
-
-impl<'a> InFlight<'a> {
-    fn new(inner: &'a Inner) -> Self {
-        inner
-            .tool_calls
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        InFlight(inner)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0
-            .tool_calls
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
 #[derive(Clone)]
 struct IdeMcp {
     state: Arc<ServerState>,
@@ -260,7 +240,6 @@ impl ServerHandler for IdeMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
-        let _in_flight = InFlight::new(&self.state.inner);
         let result = match request.name.as_ref() {
             "openDiff" => self.open_diff(args).await,
             "closeDiff" => self.close_diff(args).await,

@@ -188,6 +188,26 @@ struct Table {
     evicted: AtomicU64,
     refused_since_log: AtomicU64,
     last_refusal_log: Mutex<Option<Instant>>,
+    /// Requests other than `GET` (a client's long-lived event stream) whose
+    /// response has not been sent to the end yet, and a wake-up for
+    /// [`Server::settle`] when the count drops.
+    exchanges: Arc<Exchanges>,
+}
+
+#[derive(Default)]
+struct Exchanges {
+    open: AtomicUsize,
+    ended: tokio::sync::Notify,
+}
+
+/// Counts one request/response exchange while it lives.
+struct Exchange(Arc<Exchanges>);
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.ended.notify_waiters();
+    }
 }
 
 impl Table {
@@ -281,6 +301,23 @@ impl Server {
         for (_, e) in self.table.lock().drain() {
             e.kill.cancel();
         }
+    }
+
+    /// Waits (at most `limit`) until every exchange other than a `GET` event
+    /// stream has sent its response to the end — e.g. the error replies of
+    /// calls a stopping server just cancelled. True when all did.
+    pub async fn settle(&self, limit: Duration) -> bool {
+        let exchanges = &self.table.exchanges;
+        let wait = async {
+            loop {
+                let ended = exchanges.ended.notified();
+                if exchanges.open.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
     }
 
     /// A handle to read the counters after the server was moved elsewhere.
@@ -393,8 +430,9 @@ async fn accept_loop(
         let app = app.clone();
         let table = table.clone();
         let shutdown = cancel.clone();
+        let exchanges = table.exchanges.clone();
         connections.spawn(async move {
-            serve_connection(stream, app, limits, proven, kill, shutdown).await;
+            serve_connection(stream, app, limits, proven, kill, shutdown, exchanges).await;
             table.remove(id);
         });
     }
@@ -433,12 +471,15 @@ impl Activity {
 
 /// Ends a request's activity when its response body is dropped (sent or
 /// abandoned): an SSE stream stays "in flight" as long as it is open.
-struct InFlight(Arc<Activity>);
+struct InFlight {
+    activity: Arc<Activity>,
+    _exchange: Option<Exchange>,
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.touch();
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.activity.touch();
+        self.activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -538,6 +579,7 @@ async fn serve_connection(
     proven: Arc<AtomicBool>,
     kill: CancellationToken,
     shutdown: CancellationToken,
+    exchanges: Arc<Exchanges>,
 ) {
     let activity = Arc::new(Activity {
         in_flight: AtomicUsize::new(0),
@@ -550,10 +592,17 @@ async fn serve_connection(
         let app = app.clone();
         let activity = svc_activity.clone();
         let info = info.clone();
+        let exchange = (req.method() != axum::http::Method::GET).then(|| {
+            exchanges.open.fetch_add(1, Ordering::AcqRel);
+            Exchange(exchanges.clone())
+        });
         async move {
             activity.in_flight.fetch_add(1, Ordering::AcqRel);
             activity.touch();
-            let guard = InFlight(activity);
+            let guard = InFlight {
+                activity,
+                _exchange: exchange,
+            };
             let (mut parts, body) = req.into_parts();
             parts.extensions.insert(info);
             let req = axum::http::Request::from_parts(
@@ -602,48 +651,4 @@ async fn serve_connection(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limits_config_validates() {
-        let l = LimitsConfig::default().limits().unwrap();
-        assert_eq!(l.max_connections, 128);
-        assert_eq!(l.header_timeout, Duration::from_secs(5));
-        let bad = LimitsConfig {
-            header_timeout_ms: Some(5),
-            ..Default::default()
-        };
-        assert!(bad
-            .limits()
-            .unwrap_err()
-            .message
-            .contains("headerTimeoutMs"));
-        let bad = LimitsConfig {
-            max_connections: Some(0),
-            ..Default::default()
-        };
-        assert!(bad.limits().is_err());
-    }
-
-    #[test]
-    fn admit_evicts_the_oldest_unproven_then_refuses() {
-        let t = Table::default();
-        let (a, pa, ka) = t.admit(2).unwrap();
-        let (_b, pb, kb) = t.admit(2).unwrap();
-        // Full: the oldest unproven (a) makes room.
-        let (_c, pc, _kc) = t.admit(2).unwrap();
-        assert!(ka.is_cancelled() && !kb.is_cancelled());
-        assert!(!t.lock().contains_key(&a));
-        pa.store(true, Ordering::Relaxed);
-        pb.store(true, Ordering::Relaxed);
-        pc.store(true, Ordering::Relaxed);
-        // Every slot proven: refused.
-        assert!(t.admit(2).is_none());
-        let s = t.stats();
-        assert_eq!((s.open, s.accepted, s.evicted), (2, 3, 1));
-        assert_eq!(t.refusal_to_log(), Some(1));
-        assert_eq!(t.refusal_to_log(), None);
-        assert_eq!(t.stats().refused, 2);
-    }
-}
+mod tests;

@@ -300,5 +300,4 @@ pub fn tools_list(
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
 mod tests;

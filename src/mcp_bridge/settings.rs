@@ -565,5 +565,4 @@ pub fn strip_comments(text: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "settings_tests.rs"]
 mod tests;

@@ -134,44 +134,4 @@ pub async fn send_lines(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::shared::testutil::TempDir;
-
-    #[test]
-    fn local_paths() {
-        assert!(is_local_ipc_path("/run/user/1/qwen-socks/1.sock"));
-        for bad in ["", "rel/x.sock", "//host/share", "/a\0b"] {
-            assert!(!is_local_ipc_path(bad), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn probe_verdicts() {
-        let dir = TempDir::new("probe");
-        let live = dir.path().join("live.sock");
-        let _l = crate::sys::ipc::bind(&live).unwrap();
-        assert_eq!(probe(live.to_str().unwrap()), Verdict::Alive);
-        let dead = dir.path().join("dead.sock");
-        drop(crate::sys::ipc::bind(&dead).unwrap());
-        assert_eq!(
-            probe(dead.to_str().unwrap()),
-            Verdict::Dead,
-            "stale socket file"
-        );
-        assert_eq!(
-            probe(dir.path().join("none.sock").to_str().unwrap()),
-            Verdict::Dead
-        );
-        let file = dir.path().join("file");
-        std::fs::write(&file, b"x").unwrap();
-        assert_eq!(
-            probe(file.to_str().unwrap()),
-            Verdict::Dead,
-            "a regular file refuses"
-        );
-        assert_eq!(probe("relative.sock"), Verdict::Unknown);
-        let long = format!("/{}", "a".repeat(200));
-        assert_eq!(probe(&long), Verdict::Unknown);
-    }
-}
+mod tests;

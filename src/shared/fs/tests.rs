@@ -1,0 +1,50 @@
+use super::*;
+
+#[test]
+fn absolute_folds_dots() {
+    assert_eq!(absolute(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+    assert_eq!(absolute(Path::new("/../x")), PathBuf::from("/x"));
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(absolute(Path::new("q")), cwd.join("q"));
+}
+
+#[test]
+fn tilde_is_home() {
+    let home = home_dir().unwrap();
+    assert_eq!(resolve_user_dir("~").unwrap(), home);
+    assert_eq!(
+        resolve_user_dir("~/q//r").unwrap(),
+        home.join("q").join("r")
+    );
+    assert_eq!(resolve_user_dir("~\\q").unwrap(), home.join("q"));
+    // `~user` is not expanded (Qwen does not either): it is relative.
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(resolve_user_dir("~x/y").unwrap(), cwd.join("~x").join("y"));
+}
+
+#[test]
+fn atomic_write_replaces_a_symlink_instead_of_following_it() {
+    let dir = std::env::temp_dir().join(format!("qc-fs-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    ensure_private_dir(&dir).unwrap();
+    let outside = dir.join("outside");
+    fs::write(&outside, b"keep").unwrap();
+    let target = dir.join("t.json");
+    crate::sys::fs::symlink(&outside, &target).unwrap();
+    write_atomic(&target, b"new", AtomicWrite::PRIVATE).unwrap();
+    assert_eq!(fs::read(&outside).unwrap(), b"keep");
+    assert_eq!(fs::read(&target).unwrap(), b"new");
+    assert!(!fs::symlink_metadata(&target)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let mode = crate::sys::fs::mode(&fs::metadata(&target).unwrap()) & 0o777;
+    assert_eq!(mode, 0o600);
+    let leftovers: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+    fs::remove_dir_all(&dir).unwrap();
+}
