@@ -14,6 +14,12 @@
  * - Callbacks of one object run on that object's own library thread, one at a
  *   time, never while a library lock is held. Any qc_ function may be called
  *   from inside a callback, including stop/free of the same object.
+ * - Every callback queue is bounded, with a policy per kind of event: past
+ *   4096 waiting callbacks (1024 pulled events) an event is dropped and a
+ *   request answered with an error; a plugin's ui_push is coalesced per
+ *   plugin and channel (the newest waits), and a plugin that outpaces its
+ *   host is read no further until the host catches up; log lines past 4096
+ *   are dropped. The counters are in qc_plugin_host_stats.
  * - No function panics across the boundary (QC_PANIC is returned instead),
  *   and no panic is printed: the first library object installs a chained
  *   panic hook that sends panics of library threads (qc-*) and of threads
