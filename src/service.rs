@@ -29,6 +29,7 @@ use crate::plugins::host::{
     CallError, CallOptions, CapabilityFn, Config, HostAnswer, HostRequest, PluginEvent, PluginHost,
     SlowDown,
 };
+use crate::plugins::install::{self, InstallError};
 use crate::plugins::views::{self, Scheme, ViewServer};
 use crate::shared::sync::lock;
 
@@ -45,6 +46,21 @@ pub fn outcome_json(r: &std::result::Result<Value, CallError>) -> Value {
     match r {
         Ok(v) => json!({"ok": true, "result": v}),
         Err(e) => json!({"ok": false, "error": e.to_json()}),
+    }
+}
+
+/// A failed change of the plugins directory.
+#[derive(Debug)]
+pub enum ChangeError {
+    /// Refused or failed: the plugins directory is unchanged.
+    Install(InstallError),
+    /// Done, but the host could not reload (the message says what was done).
+    Reload(Error),
+}
+
+impl From<InstallError> for ChangeError {
+    fn from(e: InstallError) -> ChangeError {
+        ChangeError::Install(e)
     }
 }
 
@@ -116,6 +132,51 @@ impl PluginService {
     /// The plugins directory in use (absolute).
     pub fn plugins_dir(&self) -> &std::path::Path {
         &self.plugins_dir
+    }
+
+    /// Installs the plugin at `src` (a folder or a `.zip`), replacing an
+    /// installed version atomically, then reloads the host (a running old
+    /// version is ended). Returns the plugin's summary.
+    pub fn install(&self, src: &std::path::Path) -> std::result::Result<Value, ChangeError> {
+        let outcome = install::install_from(&self.plugins_dir, src)?;
+        let summary = outcome.summary_json();
+        self.reload_after(&format!("{} was installed", outcome.manifest.id))?;
+        Ok(summary)
+    }
+
+    /// Uninstalls plugin `id` (with `remove_data` also its data and state),
+    /// then reloads the host. Returns `{"id","dataRemoved"}`.
+    pub fn uninstall(
+        &self,
+        id: &str,
+        remove_data: bool,
+    ) -> std::result::Result<Value, ChangeError> {
+        let outcome = install::uninstall(&self.plugins_dir, id, remove_data)?;
+        self.reload_after(&format!("{id} was uninstalled"))?;
+        Ok(outcome.summary_json())
+    }
+
+    fn reload_after(&self, what: &str) -> std::result::Result<(), ChangeError> {
+        self.host.reload().map_err(|err| {
+            ChangeError::Reload(Error::new(
+                err.status,
+                format!("{what}, but the host could not reload: {}", err.message),
+            ))
+        })
+    }
+
+    /// Every installed plugin (sorted by id) with its `lastError` as this
+    /// host saw it (see `qc_plugin_host_list`).
+    pub fn list(&self) -> std::result::Result<Value, InstallError> {
+        let mut list = install::list_json(&self.plugins_dir)?;
+        if let Value::Array(items) = &mut list {
+            for item in items {
+                let id = item.get("id").and_then(Value::as_str).map(str::to_string);
+                let last = id.and_then(|id| self.host.last_error(&id));
+                item["lastError"] = last.unwrap_or(Value::Null);
+            }
+        }
+        Ok(list)
     }
 
     /// The service's logger (its log callback), also used by its servers.

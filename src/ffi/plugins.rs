@@ -57,8 +57,8 @@ use super::util::*;
 use crate::error::{Error, Result, Status};
 use crate::events::EventFn;
 use crate::plugins::host::{CallError, CallOptions, Config};
-use crate::plugins::install::{self, codes, InstallError};
-use crate::service::{CapabilityCall, Offer, PluginService};
+use crate::plugins::install::{codes, InstallError};
+use crate::service::{CapabilityCall, ChangeError, Offer, PluginService};
 
 /// A plugin host over one plugins directory. Opaque; created by
 /// `qc_plugin_host_new`, released by `qc_plugin_host_free`.
@@ -107,6 +107,15 @@ impl From<CallError> for Failure {
     fn from(e: CallError) -> Failure {
         let json = e.to_json();
         Failure::Json(e.into_error(), json)
+    }
+}
+
+impl From<ChangeError> for Failure {
+    fn from(e: ChangeError) -> Failure {
+        match e {
+            ChangeError::Install(e) => e.into(),
+            ChangeError::Reload(e) => Failure::Plain(e),
+        }
     }
 }
 
@@ -366,17 +375,6 @@ pub unsafe extern "C" fn qc_plugin_host_set_config_value(
     })
 }
 
-/// Reloads after a change of the plugins directory; a failure is reported
-/// with what was already done.
-fn reload_after(e: &PluginService, what: &str) -> std::result::Result<(), Failure> {
-    e.host().reload().map_err(|err| {
-        Failure::Plain(Error::new(
-            err.status,
-            format!("{what}, but the host could not reload: {}", err.message),
-        ))
-    })
-}
-
 /// Installs the plugin at `src_path` (borrowed): a folder, or a `.zip` file
 /// (recognised by its content) with `manifest.json` at its root, validated
 /// before anything is replaced. An installed version of the same id is
@@ -398,9 +396,7 @@ pub unsafe extern "C" fn qc_plugin_host_install(
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
         let src = str_arg(src_path, "src_path")?;
-        let outcome = install::install_from(e.plugins_dir(), Path::new(src))?;
-        let summary = outcome.summary_json();
-        reload_after(&e, &format!("{} was installed", outcome.manifest.id))?;
+        let summary = e.install(Path::new(src))?;
         Ok(write_json(out_json, &summary)?)
     })
 }
@@ -423,9 +419,8 @@ pub unsafe extern "C" fn qc_plugin_host_uninstall(
         out_arg(out_json, "out_json")?;
         let e = entry(h)?;
         let id = str_arg(id, "id")?;
-        let outcome = install::uninstall(e.plugins_dir(), id, remove_data != 0)?;
-        reload_after(&e, &format!("{id} was uninstalled"))?;
-        Ok(write_json(out_json, &outcome.summary_json())?)
+        let summary = e.uninstall(id, remove_data != 0)?;
+        Ok(write_json(out_json, &summary)?)
     })
 }
 
@@ -449,15 +444,7 @@ pub unsafe extern "C" fn qc_plugin_host_list(
 ) -> qc_status {
     with_json_error(error_json, error, || {
         out_arg(out_json, "out_json")?;
-        let e = entry(h)?;
-        let mut list = install::list_json(e.plugins_dir())?;
-        if let Value::Array(items) = &mut list {
-            for item in items {
-                let id = item.get("id").and_then(Value::as_str).map(str::to_string);
-                let last = id.and_then(|id| e.host().last_error(&id));
-                item["lastError"] = last.unwrap_or(Value::Null);
-            }
-        }
+        let list = entry(h)?.list()?;
         Ok(write_json(out_json, &list)?)
     })
 }
