@@ -112,8 +112,18 @@ impl Dispatcher {
         })
     }
 
-    fn push(&self, f: impl FnOnce(&mut Lanes<Job>) -> bool) -> bool {
-        let mut st = lock(&self.shared.state);
+    /// Queues through `f` under the state lock and wakes the thread; false
+    /// when shut down, when `f` refused, or (with `no_wait`) when the lock
+    /// was busy.
+    fn push_with(&self, no_wait: bool, f: impl FnOnce(&mut Lanes<Job>) -> bool) -> bool {
+        let mut st = if no_wait {
+            match self.shared.state.try_lock() {
+                Ok(st) => st,
+                Err(_) => return false,
+            }
+        } else {
+            lock(&self.shared.state)
+        };
         if !st.open {
             return false;
         }
@@ -125,6 +135,10 @@ impl Dispatcher {
         queued
     }
 
+    fn push(&self, f: impl FnOnce(&mut Lanes<Job>) -> bool) -> bool {
+        self.push_with(false, f)
+    }
+
     /// Queues an event or request. False when [`MAX_QUEUED_JOBS`] wait (the
     /// host is not taking its callbacks) or the dispatcher is shut down.
     pub fn post(&self, job: impl FnOnce() + Send + 'static) -> bool {
@@ -134,7 +148,10 @@ impl Dispatcher {
     /// Queues the answer to a call the host made itself (never refused for
     /// room: the host bounds these by its own calls). False when shut down.
     pub fn post_owed(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        self.push(|l| l.push_owed(Box::new(job)))
+        self.push(|l| {
+            l.push_owed(Box::new(job));
+            true
+        })
     }
 
     /// Queues a notification of which only the newest per `key` matters; a
@@ -194,19 +211,10 @@ impl Dispatcher {
             job();
         });
         // Log lines are bounded by their own counter, not by MAX_QUEUED_JOBS.
-        let posted = if no_wait {
-            match shared.state.try_lock() {
-                Ok(mut st) if st.open => {
-                    st.lanes.push_owed(job);
-                    drop(st);
-                    shared.ready.notify_one();
-                    true
-                }
-                _ => false,
-            }
-        } else {
-            self.push(|l| l.push_owed(job))
-        };
+        let posted = self.push_with(no_wait, |l| {
+            l.push_owed(job);
+            true
+        });
         if !posted {
             shared.pending_logs.fetch_sub(1, Ordering::AcqRel);
         }

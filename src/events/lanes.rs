@@ -88,10 +88,9 @@ impl<T> Lanes<T> {
 
     /// Queues a kept entry past `max_kept` (for entries bounded elsewhere:
     /// answers to the host's own calls, log lines under their own cap).
-    pub fn push_owed(&mut self, item: T) -> bool {
+    pub fn push_owed(&mut self, item: T) {
         self.owed += 1;
         self.order.push_back(Slot::Kept(item, false));
-        true
     }
 
     /// Queues a latest entry of `bytes` under `key` (replacing a waiting one).
