@@ -129,7 +129,10 @@ pub fn candidates_preferring(dir: &Path, cwd: &Path, preferred: Option<i32>) -> 
         if !pid_alive(info.pid) {
             continue;
         }
-        let inside = info.workspace_paths.iter().any(|r| contains(r, cwd, PATH_STYLE));
+        let inside = info
+            .workspace_paths
+            .iter()
+            .any(|r| contains(r, cwd, PATH_STYLE));
         let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let wanted = preferred == Some(info.pid);
         found.push((wanted, inside, mtime, info));

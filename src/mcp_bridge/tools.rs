@@ -8,10 +8,10 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{json, Value};
 
 use super::naming::{self, Assignment, SERVER_NAME};
-use crate::shared::paths::{self, PathStyle};
-use crate::sys::platform::PATH_STYLE;
 use super::schema::{self, ToolSource};
 use crate::plugins::host::{CallError, PluginHost, ToolOutput};
+use crate::shared::paths::{self, PathStyle};
+use crate::sys::platform::PATH_STYLE;
 
 /// The built-in read-only tool listed even when no plugin is enabled (Qwen
 /// Code treats a server listing nothing as an error). It has no `_`, so no

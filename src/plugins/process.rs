@@ -65,9 +65,9 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result, Status};
+use crate::sys::platform::EnvRules;
 use crate::sys::process::{ChannelChild, ChannelCommand, ChannelEnd, PipeReader, Process};
 pub use crate::sys::ExitInfo;
-use crate::sys::platform::EnvRules;
 use crate::sys::Signal;
 
 /// The per-instance tag variable every descendant of a plugin inherits.

@@ -235,7 +235,10 @@ pub fn encode_uri_path(bytes: &[u8]) -> String {
     for &b in bytes {
         let encode = b <= 0x20
             || b >= 0x7f
-            || matches!(b, b'%' | b'\\' | b'?' | b'#' | b'"' | b'<' | b'>' | b'`' | b'{' | b'}');
+            || matches!(
+                b,
+                b'%' | b'\\' | b'?' | b'#' | b'"' | b'<' | b'>' | b'`' | b'{' | b'}'
+            );
         if encode {
             out.push_str(&format!("%{b:02X}"));
         } else {

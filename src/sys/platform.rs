@@ -137,6 +137,15 @@ pub const WINDOWS_EXE_SUFFIX: &str = ".exe";
 /// (`.exe`, `.com`) or `cmd.exe` (`.cmd`, `.bat`) start.
 pub const WINDOWS_LAUNCH: LaunchRule = LaunchRule::Extensions(&["exe", "com", "cmd", "bat"]);
 
+/// The process identity a session record carries: Linux reads `procStart`
+/// (boot id and start time) and `pidNs` from `/proc`; elsewhere the CLI
+/// writes both as `null` and liveness is `process.kill(pid, 0)` alone.
+#[cfg(target_os = "linux")]
+pub const PROC_IDENTITY: bool = true;
+/// See the Linux variant.
+#[cfg(not(target_os = "linux"))]
+pub const PROC_IDENTITY: bool = false;
+
 #[cfg(windows)]
 mod chosen {
     use super::*;

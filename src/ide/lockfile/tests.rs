@@ -5,7 +5,10 @@ fn workspace_path_uses_the_platform_delimiter() {
     let roots = vec!["/a".to_string(), "/b c".to_string()];
     assert_eq!(workspace_path_value(&roots, PathStyle::Posix), "/a:/b c");
     let win = vec!["C:\\a".to_string(), "D:\\b".to_string()];
-    assert_eq!(workspace_path_value(&win, PathStyle::Windows), "C:\\a;D:\\b");
+    assert_eq!(
+        workspace_path_value(&win, PathStyle::Windows),
+        "C:\\a;D:\\b"
+    );
 }
 
 #[test]

@@ -55,8 +55,10 @@ fn file_links_for_windows_and_posix_paths() {
     let w = PathStyle::Windows;
     assert_eq!(
         file_link("C:\\Users\\Ann Lee\\out\\report.md", "", w),
-        Some(json!({"type": "resource_link", "uri": "file:///C:/Users/Ann%20Lee/out/report.md",
-                    "name": "report.md", "mimeType": "text/markdown"}))
+        Some(
+            json!({"type": "resource_link", "uri": "file:///C:/Users/Ann%20Lee/out/report.md",
+                    "name": "report.md", "mimeType": "text/markdown"})
+        )
     );
     assert_eq!(
         file_link("out/../r.pdf", "D:\\proj", w).unwrap()["uri"],
@@ -67,6 +69,9 @@ fn file_links_for_windows_and_posix_paths() {
         json!("file://srv/share/w/x.txt")
     );
     assert_eq!(file_link("x.txt", "", w), None);
-    assert_eq!(file_link("x.txt", "/w", PathStyle::Posix).unwrap()["uri"], json!("file:///w/x.txt"));
+    assert_eq!(
+        file_link("x.txt", "/w", PathStyle::Posix).unwrap()["uri"],
+        json!("file:///w/x.txt")
+    );
     assert_eq!(file_link("C:\\x.txt", "", PathStyle::Posix), None);
 }

@@ -69,7 +69,12 @@ fn posix_env_is_case_sensitive_with_locales() {
     let env = env_with(host, &extra, POSIX_ENV);
     assert_eq!(
         env,
-        vars(&[("PATH", "/bin"), ("HOME", "/h"), ("LC_ALL", "C"), ("path", "/p")])
+        vars(&[
+            ("PATH", "/bin"),
+            ("HOME", "/h"),
+            ("LC_ALL", "C"),
+            ("path", "/p")
+        ])
     );
 }
 

@@ -56,7 +56,10 @@ fn the_home_variable_wins_over_the_os_lookup_unless_empty() {
         home_from(Some("C:\\Users\\ann".into()), os),
         Some(PathBuf::from("C:\\Users\\ann"))
     );
-    assert_eq!(home_from(Some("".into()), os), Some(PathBuf::from("/from-os")));
+    assert_eq!(
+        home_from(Some("".into()), os),
+        Some(PathBuf::from("/from-os"))
+    );
     assert_eq!(home_from(None, os), Some(PathBuf::from("/from-os")));
     assert_eq!(home_from(None, || None), None);
 }

@@ -98,7 +98,10 @@ fn paths_from_file_uris() {
         P.path_from_file_uri("file:///tmp/a%20b/%C3%BC").as_deref(),
         Some("/tmp/a b/ü")
     );
-    assert_eq!(P.path_from_file_uri("file://localhost/x").as_deref(), Some("/x"));
+    assert_eq!(
+        P.path_from_file_uri("file://localhost/x").as_deref(),
+        Some("/x")
+    );
     assert_eq!(P.path_from_file_uri("FILE:///x").as_deref(), Some("/x"));
     assert_eq!(P.path_from_file_uri("file://server/x"), None);
     assert_eq!(P.path_from_file_uri("file:///a%2Fb"), None);
@@ -108,12 +111,14 @@ fn paths_from_file_uris() {
     assert_eq!(P.path_from_file_uri("https://x/y"), None);
     assert_eq!(P.path_from_file_uri("file:///a?q#f").as_deref(), Some("/a"));
     assert_eq!(
-        W.path_from_file_uri("file:///C:/Users/Ann%20Lee/x.md").as_deref(),
+        W.path_from_file_uri("file:///C:/Users/Ann%20Lee/x.md")
+            .as_deref(),
         Some("C:\\Users\\Ann Lee\\x.md")
     );
     assert_eq!(W.path_from_file_uri("file:///c:").as_deref(), Some("c:\\"));
     assert_eq!(
-        W.path_from_file_uri("file://server/share/f%201.txt").as_deref(),
+        W.path_from_file_uri("file://server/share/f%201.txt")
+            .as_deref(),
         Some("\\\\server\\share\\f 1.txt")
     );
     assert_eq!(W.path_from_file_uri("file:///tmp/x"), None);
@@ -125,7 +130,11 @@ fn paths_from_file_uris() {
 fn file_uris_round_trip() {
     for p in ["C:\\a b\\c#d", "\\\\srv\\sh\\x y", "z:\\%25"] {
         let uri = W.file_uri(p).unwrap();
-        assert_eq!(W.path_from_file_uri(&uri).unwrap().to_lowercase(), p.to_lowercase(), "{uri}");
+        assert_eq!(
+            W.path_from_file_uri(&uri).unwrap().to_lowercase(),
+            p.to_lowercase(),
+            "{uri}"
+        );
     }
     for p in ["/a b/c#d?", "/%25/ü/\\"] {
         let uri = P.file_uri(p).unwrap();
