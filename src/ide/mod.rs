@@ -13,7 +13,7 @@ pub mod server;
 use crate::shared::sync::lock;
 use crate::sys::platform::PATH_STYLE;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

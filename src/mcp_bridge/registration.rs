@@ -12,7 +12,7 @@ use super::naming::SERVER_NAME;
 use super::settings::{self, Change, Outcome, Scope};
 use crate::error::{Error, Result, Status};
 use crate::shared::paths::PathStyle;
-use crate::sys::platform::{is_launchable, LaunchRule, LAUNCH_RULE, PATH_STYLE};
+use crate::sys::platform::{is_launchable, LaunchRule, EXE_SUFFIX, LAUNCH_RULE, PATH_STYLE};
 
 /// The `description` of our `mcpServers` entry.
 pub const ENTRY_DESCRIPTION: &str = "Tools of the plugins installed in your IDE (qwen-companion)";
@@ -95,9 +95,9 @@ fn bridge_path(bridge: Option<&str>) -> Result<PathBuf> {
 /// [`bridge_path`] under the path and launch rules of a platform.
 fn bridge_path_in(bridge: Option<&str>, style: PathStyle, rule: LaunchRule) -> Result<PathBuf> {
     let Some(bridge) = bridge else {
-        return Err(Error::invalid_argument(
-            "options_json.bridge (the path of qc-mcp-bridge) is required",
-        ));
+        return Err(Error::invalid_argument(format!(
+            "options_json.bridge (the path of qc-mcp-bridge{EXE_SUFFIX}) is required"
+        )));
     };
     if !style.is_absolute(bridge) || bridge.contains('\0') {
         return Err(Error::invalid_argument(format!(

@@ -37,6 +37,7 @@ pub enum LaunchRule {
     ExecuteBits,
     /// A regular file whose extension is one of these (compared
     /// case-insensitively, without the dot). Windows has no execute bit.
+    #[cfg_attr(not(windows), allow(dead_code))]
     Extensions(&'static [&'static str]),
 }
 
@@ -54,6 +55,7 @@ pub struct EnvRules {
 
 /// The POSIX allowlist: what a Node program needs to find binaries, the
 /// user's directories, the locale and the terminal.
+#[cfg_attr(windows, allow(dead_code))] // used by tests of the POSIX rules
 pub const POSIX_ENV: EnvRules = EnvRules {
     names: &[
         "PATH",
@@ -91,6 +93,7 @@ pub const POSIX_ENV: EnvRules = EnvRules {
 /// - `NUMBER_OF_PROCESSORS`, `PROCESSOR_ARCHITECTURE`, `OS`: what libuv and
 ///   native modules ask about the machine;
 /// - `TZ`, `LANG`: the same time zone and locale overrides as on POSIX.
+#[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
 pub const WINDOWS_ENV: EnvRules = EnvRules {
     names: &[
         "Path",
@@ -124,17 +127,22 @@ pub const WINDOWS_ENV: EnvRules = EnvRules {
 };
 
 /// Node's `os.homedir()` reads this variable before asking the OS.
+#[cfg_attr(windows, allow(dead_code))] // used by tests of the POSIX rules
 pub const POSIX_HOME_VAR: &str = "HOME";
 /// See [`POSIX_HOME_VAR`].
+#[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
 pub const WINDOWS_HOME_VAR: &str = "USERPROFILE";
 
 /// The file-name suffix of an executable.
+#[cfg_attr(windows, allow(dead_code))] // used by tests of the POSIX rules
 pub const POSIX_EXE_SUFFIX: &str = "";
 /// See [`POSIX_EXE_SUFFIX`].
+#[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
 pub const WINDOWS_EXE_SUFFIX: &str = ".exe";
 
 /// What makes a file launchable on Windows: the extensions `CreateProcessW`
 /// (`.exe`, `.com`) or `cmd.exe` (`.cmd`, `.bat`) start.
+#[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
 pub const WINDOWS_LAUNCH: LaunchRule = LaunchRule::Extensions(&["exe", "com", "cmd", "bat"]);
 
 /// The process identity a session record carries: Linux reads `procStart`
