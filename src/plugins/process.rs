@@ -78,7 +78,7 @@ pub const CHANNEL_FD: i32 = crate::sys::process::CHANNEL_FD;
 pub const TAIL_BYTES: usize = 8 * 1024;
 
 /// Host variables a plugin may see on this platform (plus every `LC_*` on
-/// POSIX); see [`crate::sys::platform::PLUGIN_ENV`].
+/// POSIX); see `sys::platform::PLUGIN_ENV`.
 pub const ALLOWED_ENV: &[&str] = crate::sys::platform::PLUGIN_ENV.names;
 
 /// What to run.
