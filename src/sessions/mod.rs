@@ -68,6 +68,16 @@
 //! else is dropped silently. The origin a host sees is always the one the
 //! connection proved.
 //!
+//! **Windows.** The inbox is a named pipe, `\\.\pipe\qwen-socks-<nonce>-<pid>`
+//! unless one is configured (a configured path must be `\\.\pipe\…` or
+//! `\\?\pipe\…`, as Qwen's `isLocalIpcPath` requires); there are no socket
+//! directories, modes or sweeps, and the pipe is owner-only by its security
+//! descriptor. Records carry `procStart` and `pidNs` as `null`, as the CLI
+//! writes them outside Linux. Qwen Code itself has no automatic inbox on
+//! Windows, so its records have no `ipcPath`: such a session is listed but
+//! not reachable, and a send to it is refused at once (`QC_REFUSED`, quoting
+//! the CLI's `unsupported_platform` reason).
+//!
 //! **The gate** ([`gate`]): rate limits, duplicate window, settled-id
 //! replay, policy or mode parity, the hold buffer (50, with expiry), the
 //! input queue (50), coalesced `dropped` receipts; every outcome is

@@ -1411,3 +1411,33 @@ fn hosts_get_frames_as_received() {
     let st = a.send_state(&s.msg_id).unwrap();
     assert_eq!(st.last.unwrap().frame, forged);
 }
+
+#[test]
+fn a_session_without_an_inbox_is_refused_without_a_dial() {
+    let home = TempDir::new("noinbox");
+    let p = participant(home.path(), json!({}));
+    let info = p.register(reg("a")).unwrap();
+    // A live session with no `ipcPath`, as Qwen Code writes its record on
+    // Windows (this process stands in for it, so the record is live).
+    let mut r = read_json(&info.record_path);
+    r["sessionId"] = json!("00000000-0000-4000-8000-000000000001");
+    r["name"] = json!("winbox");
+    let o = r.as_object_mut().unwrap();
+    o.remove("ipcPath");
+    o.remove("ipcToken");
+    let other = home
+        .path()
+        .join("sessions")
+        .join(format!("{}-0badf00d.json", std::process::id()));
+    std::fs::write(&other, r.to_string()).unwrap();
+    let e = p.send(send("winbox", "hi", None)).unwrap_err();
+    assert_eq!(e.status, Status::Refused, "{}", e.message);
+    assert!(
+        e.message.starts_with("winbox [") && e.message.contains("unsupported_platform"),
+        "{}",
+        e.message
+    );
+    let e = p.send(send("nobody", "hi", None)).unwrap_err();
+    assert_eq!(e.status, Status::NotFound, "{}", e.message);
+    p.unregister(&info.session_id).unwrap();
+}
