@@ -31,8 +31,10 @@
 # preload tests/windows/node-wine-keepalive.cjs (see that file).
 #
 # Environment: WIN_CARGO_TARGETS, WIN_LIB_FILTERS (see above), WIN_DEMO (path to a demo
-# binary; "linux" = target/c/qcdemo, the Linux build, or "standin" = the library-free
-# tests/e2e/standin_ide.py, as the IDE side: checks the Windows CLI half alone), WIN_TEST_TIMEOUT (s per test binary, 900), WIN_STEP_TIMEOUT (s per
+# binary, or "standin" = the library-free tests/e2e/standin_ide.py as the IDE side, to
+# check the Windows CLI half alone: its lock's ppid is then made the Windows pid of a
+# waiting Windows Node, since Windows processes cannot see Linux pids and the CLI
+# removes a lock whose ppid it cannot see), WIN_TEST_TIMEOUT (s per test binary, 900), WIN_STEP_TIMEOUT (s per
 # e2e wait, 90: Windows Node under Wine is slow to start), WIN_KEEP=1 (keep the run
 # directory), CARGO_TARGET_DIR (default <repo>/target).
 # Last line: `windows: N passed, N failed[, N skipped]`; exit status 0 only if none failed.
@@ -40,6 +42,8 @@ set -u -o pipefail
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 HERE=$ROOT/tests/windows
+# shellcheck source=env.sh
+. "$HERE/env.sh"
 
 DO_CARGO=1 DO_E2E=1
 while [ $# -gt 0 ]; do
@@ -82,7 +86,7 @@ wine_gap() {
   grep -m1 -E 'unimplemented function|wine: could not load|wine: failed to (open|load)|Unknown IPPROTO_[A-Z]+ optname|not implemented' "$1"
 }
 # The cleanup also ends the prefix's wineserver (and every Windows process left in it).
-harness_after_kill() { wineserver -k 2>/dev/null; return 0; }
+harness_after_kill() { [ -n "$WINEPREFIX" ] && wineserver -k 2>/dev/null; return 0; }
 peer_stop_line() { echo stop; }
 watch_broken() {
   if [ -n "$DEMO_PID" ] && [ "${WATCH_DEMO:-0}" = 1 ] && ! proc_alive "$DEMO_PID"; then echo "the demo exited"; return 0; fi
@@ -106,7 +110,6 @@ else
   sed 's/^/    /' "$RUN/setup.out"
   abort "tests/windows/setup.sh failed"
 fi
-. "$HERE/env.sh"
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=${CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER:-x86_64-w64-mingw32-gcc}
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$HERE/wine-runner.sh
 
@@ -170,12 +173,12 @@ case ${WIN_DEMO:-} in
       abort "make -C examples/c PLATFORM=mingw did not produce $DEMO"
     fi
     DEMO_CMD=(wine "$DEMO")
-    ;;
-  linux)
-    make_examples_c "$RUN/build.log" && [ -x "$ROOT/target/c/qcdemo" ] \
-      || abort "make -C examples/c did not produce target/c/qcdemo"
-    pass demo-build "the Linux demo target/c/qcdemo (WIN_DEMO=linux) in $(since "$T")s"
-    DEMO_CMD=("$ROOT/target/c/qcdemo")
+    # qwen_companion.dll: next to the demo, or on the Windows PATH from cargo's output.
+    if [ ! -f "${DEMO%/*}/qwen_companion.dll" ]; then
+      for d in "$TARGET_DIR/$TARGET/release" "$ROOT/target/$TARGET/release"; do
+        [ -f "$d/qwen_companion.dll" ] && { WINEPATH="$(qc_win_path "$d");$WINEPATH"; break; }
+      done
+    fi
     ;;
   standin)
     DEMO_CMD=("$PYTHON" "$ROOT/tests/e2e/standin_ide.py")
@@ -203,11 +206,8 @@ TOKEN=WIN_ACCEPT_$TAG
 BASE_ENV=(PATH="$SYS_PATH" HOME="$RUN/home" USER="$(id -un)" LANG=C.UTF-8
   WINEPREFIX="$WINEPREFIX" WINEDEBUG="$WINEDEBUG" WINEDLLOVERRIDES="$WINEDLLOVERRIDES"
   WINEPATH="$WINEPATH" NODE_SKIP_PLATFORM_CHECK=1)
-if [ "${DEMO_CMD[0]}" != wine ]; then
-  BASE_DEMO_HOME=$PROF   # the Linux demo writes $HOME/.qwen/ide: the folder the CLI reads
-else
-  BASE_DEMO_HOME=$RUN/home
-fi
+BASE_DEMO_HOME=$RUN/home
+[ "${WIN_DEMO:-}" = standin ] && BASE_DEMO_HOME=$PROF   # it writes $HOME/.qwen/ide
 
 start_fake_model "$ROOT/tests/e2e/fake_model.py" env -i PATH="$SYS_PATH" HOME="$RUN/home" LANG=C.UTF-8
 
@@ -229,6 +229,14 @@ IDE_PORT=$(jget "$READY" port)
 LOCK_FILE=$(jget "$READY" lockFile)
 LOCK_LINUX=$PROF/.qwen/ide/$IDE_PORT.lock
 log "demo ready in $(since "$T")s: $READY"
+if [ "${WIN_DEMO:-}" = standin ]; then
+  spawn /dev/null "$RUN/holder.out" "$RUN/holder.err" setsid env -i "${BASE_ENV[@]}" wine "$QC_WIN_NODE" -e \
+    "require('fs').writeFileSync(process.argv[1], String(process.pid)); setInterval(() => {}, 1e9)" \
+    "$(qc_win_path "$RUN/holder.pid")"
+  wait_until test -s "$RUN/holder.pid" || abort "the Windows pid holder did not start ($WHY)"
+  python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["ppid"]=int(sys.argv[2]); json.dump(d,open(p,"w"))' \
+    "$LOCK_LINUX" "$(cat "$RUN/holder.pid")" || abort "cannot rewrite the stand-in's lock file"
+fi
 if LOCK_REPORT=$(python3 - "$LOCK_LINUX" "$IDE_PORT" "$DEMO_WS" <<'PY' 2>&1
 import json, sys
 path, port, ws = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -15,4 +15,5 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
   exit 125
 fi
 [ $# -ge 1 ] || { echo "usage: wine-runner.sh PROGRAM.exe [ARGS...]" >&2; exit 2; }
-wine "$@" </dev/null
+# exec: a timeout or kill aimed at this script reaches the Windows program itself.
+exec wine "$@" </dev/null
