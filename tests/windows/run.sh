@@ -21,7 +21,8 @@
 #   win-connect    the CLI, in stream-json mode, connects to the demo's IDE server and
 #                  discovers openDiff/closeDiff (its debug log)
 #   win-diff       a model edit (the fake model's write_file) opens the demo's diff
-#   win-accept     `accept` in the demo -> the CLI writes the file, the turn ends
+#   win-accept     `accept-from` in the demo (the user edited the proposal) -> the CLI
+#                  writes exactly the edited text, the turn ends
 #   win-stop       `stop` removes the lock file, the demo exits 0
 #
 # The CLI under Wine: Windows Node cannot write to, or read from, a Linux pipe under Wine
@@ -303,11 +304,16 @@ if [ "${RESULT[win-cli]:-}" = pass ]; then
     else
       fail win-diff "openDiff for '$FP' with '$NC' (want '$ACCEPT_WIN' with '$TOKEN')"
     fi
-    to_peer demo "accept $FP"
+    # The user edits the proposal in the editor, then accepts: the CLI must write exactly
+    # the edited text (accept-from FILE PATH: FILE as the demo sees paths).
+    printf '%s\n// edited in the IDE on Windows\n' "$TOKEN" > "$RUN/edited.txt"
+    EDITED=$RUN/edited.txt
+    [ "${DEMO_CMD[0]}" = wine ] && EDITED=$(qc_win_path "$RUN/edited.txt")
+    to_peer demo "accept-from $EDITED $FP"
     T=$(date +%s%N)
-    accepted() { file_has "$ACCEPT_FILE" "$TOKEN" && grep -q '"type":"result"' "$RUN/qwen.out"; }
+    accepted() { file_is "$ACCEPT_FILE" "$RUN/edited.txt" && grep -q '"type":"result"' "$RUN/qwen.out"; }
     if wait_until accepted; then
-      pass win-accept "the CLI wrote $ACCEPT_WIN and ended the turn $(since "$T")s after the accept"
+      pass win-accept "the CLI wrote exactly the edited text to $ACCEPT_WIN and ended the turn $(since "$T")s after the accept"
     else
       fail win-accept "file $(if [ -f "$ACCEPT_FILE" ]; then echo "holds '$(head -c 80 "$ACCEPT_FILE")'"; else echo missing; fi), result line: $(grep -c '"type":"result"' "$RUN/qwen.out")"
     fi
