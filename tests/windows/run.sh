@@ -260,7 +260,7 @@ else
 fi
 
 # ---------------------------------------------------------------- the CLI (Windows Node)
-QWEN_JS=$(qc_win_path "$QWEN_PKG/cli.js")
+QWEN_JS=$(qc_win_path "$QWEN_PKG/cli-entry.js")   # the `qwen` command (package.json bin)
 PRELOAD=$(qc_win_path "$HERE/node-wine-keepalive.cjs")
 QWEN_ENV=("${BASE_ENV[@]}" NODE_OPTIONS="--require $PRELOAD"
   QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0
@@ -272,7 +272,7 @@ VPID=$LAST_PID
 wait_exit "$VPID" "$STEP_TIMEOUT"
 VERSION=$(tr -d '\r' < "$RUN/version.out")
 if [ "$RC" = 0 ] && [ "$VERSION" = "$QWEN_VERSION" ]; then
-  pass win-cli "wine node.exe cli.js --version -> $VERSION in $(since "$T")s"
+  pass win-cli "wine node.exe cli-entry.js --version -> $VERSION in $(since "$T")s"
 elif gap=$(wine_gap "$RUN/version.err"); then
   for id in win-cli win-connect win-diff win-accept; do skip_check "$id" "the CLI under Windows Node: $gap"; done
 else
