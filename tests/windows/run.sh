@@ -15,7 +15,9 @@
 #                  lib binary gets the filters in WIN_LIB_FILTERS (default: sys:: shared::
 #                  ide:: plugins::, i.e. the OS layer, home/private dirs/atomic writes, the
 #                  lock file and IDE server, the plugin host), the others run whole
-#   demo-build     make -C examples/c PLATFORM=mingw -> target/c-mingw/qcdemo.exe
+#   demo-build     make -C examples/c PLATFORM=mingw -> target/c-mingw/qcdemo.exe, linked
+#                  against the debug DLL of the cargo step when there is one (LIBDIR=...),
+#                  else make builds the release DLL
 #   win-lock       `wine qcdemo.exe ide` writes %USERPROFILE%\.qwen\ide\<port>.lock
 #   win-cli        the real CLI (@qwen-code/qwen-code, pinned) starts under Windows Node
 #   win-connect    the CLI, in stream-json mode, connects to the demo's IDE server and
@@ -167,8 +169,15 @@ T=$(date +%s%N)
 case ${WIN_DEMO:-} in
   "")
     DEMO=$ROOT/target/c-mingw/qcdemo.exe
-    if make_examples_c "$RUN/build.log" PLATFORM=mingw && [ -f "$DEMO" ]; then
-      pass demo-build "$DEMO in $(since "$T")s"
+    # The cargo step above already built the library's debug DLL (the integration tests
+    # need it): link the demo against it instead of a second, release, build.
+    MAKE_ARGS=(PLATFORM=mingw)
+    DBG=$TARGET_DIR/$TARGET/debug
+    if [ "${RESULT[cargo-build]:-}" = pass ] && [ -f "$DBG/qwen_companion.dll" ] && [ -f "$DBG/libqwen_companion.dll.a" ]; then
+      MAKE_ARGS+=(LIBDIR="$DBG")
+    fi
+    if make_examples_c "$RUN/build.log" "${MAKE_ARGS[@]}" && [ -f "$DEMO" ]; then
+      pass demo-build "$DEMO (make ${MAKE_ARGS[*]}) in $(since "$T")s"
     else
       tail -n 20 "$RUN/build.log" | sed 's/^/    /'
       abort "make -C examples/c PLATFORM=mingw did not produce $DEMO"
