@@ -8,7 +8,8 @@ QC_WIN_NODE_VERSION=22.23.3
 QC_WIN_NODE_DIR=$QC_WIN_DIR/node/$QC_WIN_NODE_VERSION/bin
 QC_WIN_NODE=$QC_WIN_NODE_DIR/node.exe
 export WINEPREFIX=${QC_WINEPREFIX:-$QC_WIN_DIR/prefix}
-export WINEDEBUG=${QC_WINEDEBUG:--all}
+# Quiet, except the loader's errors (a DLL or an import Wine lacks).
+export WINEDEBUG=${QC_WINEDEBUG:--all,err+module}
 # No Mono / Gecko install dialogs: nothing here needs .NET or a browser engine.
 export WINEDLLOVERRIDES=${WINEDLLOVERRIDES:-mscoree,mshtml=}
 # node.exe refuses to start on a Windows it does not recognise (Wine reports an old one).

@@ -96,7 +96,19 @@ build_if_stale "$SHIM_OUT/probe/probe_prng.exe" "$SHIM_SRC/probe_prng.c" -- \
   -O2 -s "$SHIM_SRC/probe_prng.c"
 build_if_stale "$SHIM_OUT/bcryptprimitives.dll" "$SHIM_SRC/bcryptprimitives.c" "$SHIM_SRC/bcryptprimitives.def" -- \
   -shared -O2 -s "$SHIM_SRC/bcryptprimitives.c" "$SHIM_SRC/bcryptprimitives.def" -ladvapi32
-if [ -f "$SYS32/bcryptprimitives.dll" ] && cmp -s "$SHIM_OUT/bcryptprimitives.dll" "$SYS32/bcryptprimitives.dll"; then
+# $MARK holds the checksum of the shim we installed: a system32 DLL with that checksum is
+# ours (kept up to date with the source); anything else is Wine's, and is probed.
+MARK=$WINEPREFIX/qc-prng-shim.sha256
+sum_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
+install_shim() {
+  cp "$SHIM_OUT/bcryptprimitives.dll" "$SYS32/bcryptprimitives.dll" || die "cannot copy the shim into $SYS32"
+  sum_of "$SYS32/bcryptprimitives.dll" > "$MARK"
+}
+if [ -f "$MARK" ] && [ "$(sum_of "$SYS32/bcryptprimitives.dll")" = "$(cat "$MARK")" ]; then
+  if ! cmp -s "$SHIM_OUT/bcryptprimitives.dll" "$SYS32/bcryptprimitives.dll"; then
+    install_shim
+    say "updated the ProcessPrng shim in $SYS32"
+  fi
   PRNG="the ProcessPrng shim (tests/windows/prng_shim)"
 else
   # What does Wine itself offer? (the probe prints the DLL it loaded, or why not)
@@ -106,7 +118,7 @@ else
     0) PRNG="Wine's own bcryptprimitives.dll ($probe)" ;;
     2|3)
       say "Wine has no ProcessPrng ($probe): installing the shim as $SYS32/bcryptprimitives.dll"
-      cp "$SHIM_OUT/bcryptprimitives.dll" "$SYS32/bcryptprimitives.dll" || die "cannot copy the shim into $SYS32"
+      install_shim
       probe=$(wine "$SHIM_OUT/probe/probe_prng.exe" </dev/null 2>&1 | tr -d '\r') \
         || die "ProcessPrng still missing after installing the shim: $probe"
       PRNG="the ProcessPrng shim (tests/windows/prng_shim)"
