@@ -15,9 +15,10 @@
 #                  lib binary gets the filters in WIN_LIB_FILTERS (default: sys:: shared::
 #                  ide:: plugins::, i.e. the OS layer, home/private dirs/atomic writes, the
 #                  lock file and IDE server, the plugin host), the others run whole
-#   demo-build     make -C examples/c PLATFORM=mingw -> target/c-mingw/qcdemo.exe, linked
-#                  against the debug DLL of the cargo step when there is one (LIBDIR=...),
-#                  else make builds the release DLL
+#   demo-build     cargo build --target x86_64-pc-windows-gnu --lib --bins (debug: it
+#                  shares its dependencies with the test binaries), then
+#                  make -C examples/c PLATFORM=mingw LIBDIR=<that debug folder>
+#                  -> target/c-mingw/qcdemo.exe with qwen_companion.dll next to it
 #   win-lock       `wine qcdemo.exe ide` writes %USERPROFILE%\.qwen\ide\<port>.lock
 #   win-cli        the real CLI (@qwen-code/qwen-code, pinned) starts under Windows Node
 #   win-connect    the CLI, in stream-json mode, connects to the demo's IDE server and
@@ -87,7 +88,7 @@ skip_check() {
 wine_gap() {
   [ -f "$1" ] || return 1
   # Our own DLL missing is our failure, not a gap of Wine's.
-  grep -E 'unimplemented function|err:module:import_dll|wine: could not load|wine: failed to (open|load)|Unknown IPPROTO_[A-Z]+ optname|not implemented' "$1" \
+  grep -E 'unimplemented function|err:module:import_dll|Unknown IPPROTO_[A-Z]+ optname|not implemented' "$1" \
     | grep -v -i -m1 -e 'qwen_companion' -e 'qc-mcp-bridge' | tr -d '\r' | grep -m1 .
 }
 # The cleanup also ends the prefix's wineserver (and every Windows process left in it).
@@ -171,18 +172,17 @@ T=$(date +%s%N)
 case ${WIN_DEMO:-} in
   "")
     DEMO=$ROOT/target/c-mingw/qcdemo.exe
-    # The cargo step above already built the library's debug DLL (the integration tests
-    # need it): link the demo against it instead of a second, release, build.
-    MAKE_ARGS=(PLATFORM=mingw)
+    # The demo links the library's debug DLL, which shares every dependency with the
+    # test binaries above (a release build would compile them all a second time).
     DBG=$TARGET_DIR/$TARGET/debug
-    if [ "${RESULT[cargo-build]:-}" = pass ] && [ -f "$DBG/qwen_companion.dll" ] && [ -f "$DBG/libqwen_companion.dll.a" ]; then
-      MAKE_ARGS+=(LIBDIR="$DBG")
-    fi
-    if make_examples_c "$RUN/build.log" "${MAKE_ARGS[@]}" && [ -f "$DEMO" ]; then
+    (cd "$ROOT" && cargo build --locked --target "$TARGET" --lib --bins) > "$RUN/cargo-lib.log" 2>&1 \
+      || { tail -n 20 "$RUN/cargo-lib.log" | sed 's/^/    /'; abort "cargo build --target $TARGET --lib --bins failed"; }
+    MAKE_ARGS=(PLATFORM=mingw LIBDIR="$DBG")
+    if make_examples_c "$RUN/make.log" "${MAKE_ARGS[@]}" && [ -f "$DEMO" ]; then
       pass demo-build "$DEMO (make ${MAKE_ARGS[*]}) in $(since "$T")s"
     else
-      tail -n 20 "$RUN/build.log" | sed 's/^/    /'
-      abort "make -C examples/c PLATFORM=mingw did not produce $DEMO"
+      tail -n 20 "$RUN/make.log" | sed 's/^/    /'
+      abort "make -C examples/c ${MAKE_ARGS[*]} did not produce $DEMO"
     fi
     DEMO_CMD=(wine "$DEMO")
     # qwen_companion.dll: next to the demo, or on the Windows PATH from cargo's output.
@@ -196,8 +196,11 @@ case ${WIN_DEMO:-} in
     DEMO_CMD=("$PYTHON" "$ROOT/tests/e2e/standin_ide.py")
     pass demo-build "the library-free stand-in tests/e2e/standin_ide.py (WIN_DEMO=standin)"
     ;;
-  *.exe) DEMO_CMD=(wine "$WIN_DEMO"); pass demo-build "using $WIN_DEMO" ;;
-  *) DEMO_CMD=("$WIN_DEMO"); pass demo-build "using $WIN_DEMO" ;;
+  *)
+    [ -f "$WIN_DEMO" ] || abort "WIN_DEMO=$WIN_DEMO: no such file"
+    case $WIN_DEMO in *.exe) DEMO_CMD=(wine "$WIN_DEMO") ;; *) DEMO_CMD=("$WIN_DEMO") ;; esac
+    pass demo-build "using $WIN_DEMO"
+    ;;
 esac
 
 # ---------------------------------------------------------------- the isolated world
