@@ -385,8 +385,8 @@ static void sess_cmd_deny(void *ctx, const char *verb, char *arg)
  * run COMMAND: run `/bin/sh -c COMMAND` (Windows: cmd.exe) as a process this
  * session started (QWEN_CODE_MESSAGING_SOCKET/_TOKEN set to our inbox and
  * child token; its messages to us arrive as "own-process"), stdin from the
- * null device and stdout
- * to our stderr (redirect inside COMMAND to keep it), and wait for it.
+ * null device and stdout to our stderr (redirect inside COMMAND to keep it),
+ * and wait for it (qcd_run_shell).
  */
 static void sess_cmd_run(void *ctx, const char *verb, char *arg)
 {
