@@ -8,7 +8,8 @@
 #    apt-get when missing), then, when a Windows build of the library is
 #    there, links qcdemo.exe against its import library, checks what the
 #    executable imports, and runs `qcdemo.exe --help` / `--version` under
-#    Wine when Wine is installed.
+#    Wine when Wine is installed (with the ProcessPrng shim of
+#    tests/windows/prng_shim next to it when Wine lacks ProcessPrng).
 # 2. macOS: compiles every demo source with zig's clang (PyPI's ziglang,
 #    installed into a venv under target/) for aarch64-macos and x86_64-macos,
 #    -Werror as above, and links qcdemo when a macOS build of the library is
@@ -23,6 +24,8 @@
 #      QC_MACOS_LIBDIR    folder with libqwen_companion.dylib (for aarch64 and
 #                         x86_64 macOS, or one of them: the link is tried for
 #                         the architectures the dylib has); no default
+#      QC_PRNG_SHIM_SRC   folder of the ProcessPrng shim's source (default
+#                         tests/windows/prng_shim)
 #      QC_KEEP_TMP=1      keeps the output folder (target/c-cross.*)
 #      PYTHON             python3 (for the ziglang venv)
 set -u
@@ -65,6 +68,31 @@ elif magic == b"\xca\xfe\xba\xbe":
     for i in range(struct.unpack(">I", data[4:8])[0]):
         print(names.get(struct.unpack(">I", data[8 + 20 * i:12 + 20 * i])[0], "other"))
 PYEOF
+}
+
+# wine_prng DIR: Rust's std (in qwen_companion.dll) needs ProcessPrng from
+# bcryptprimitives.dll, which Wine 8 lacks. When Wine has none, the shim of
+# tests/windows/prng_shim (QC_PRNG_SHIM_SRC) is built into DIR, next to the
+# executable, where Windows looks first. Fails with WINE_WHY set when there is
+# no way to get it.
+wine_prng() {
+    local dir=$1 builtin shim=${QC_PRNG_SHIM_SRC:-$ROOT/tests/windows/prng_shim}
+    builtin=$(find /usr/lib /usr/lib64 /opt -path '*wine*' -path '*x86_64-windows*' -name bcryptprimitives.dll 2>/dev/null | head -n 1)
+    if [ -n "$builtin" ] && x86_64-w64-mingw32-objdump -p "$builtin" | grep -q 'ProcessPrng'; then
+        return 0
+    fi
+    if [ ! -f "$shim/bcryptprimitives.c" ] || [ ! -f "$shim/bcryptprimitives.def" ]; then
+        WINE_WHY="$(wine --version 2>/dev/null) has no ProcessPrng (Rust's std needs it) and there is no shim source in $shim"
+        return 1
+    fi
+    if ! "$MINGW_CC" -shared -O2 -s -o "$dir/bcryptprimitives.dll" "$shim/bcryptprimitives.c" \
+        "$shim/bcryptprimitives.def" -ladvapi32 >"$TMP/prng-shim.log" 2>&1; then
+        fail "build the ProcessPrng shim ($shim)"
+        show "$TMP/prng-shim.log"
+        WINE_WHY="the ProcessPrng shim did not build"
+        return 1
+    fi
+    pass "ProcessPrng shim for Wine built next to qcdemo.exe"
 }
 
 # mk LOG ARGS...: make -C examples/c ARGS, output to LOG
@@ -122,9 +150,13 @@ else
             fail "mingw: qcdemo.exe imports qwen_companion.dll and system DLLs only"
             sed 's/^/       /' "$TMP/imports.txt"
         fi
-        if command -v wine >/dev/null 2>&1; then
-            export WINEPREFIX="$TMP/wineprefix" WINEDEBUG=-all
-            timeout 120 wine "$WOUT/qcdemo.exe" --help >"$TMP/wine-help.out" 2>"$TMP/wine-help.err"
+        if ! command -v wine >/dev/null 2>&1; then
+            skip "running qcdemo.exe" "wine is not installed"
+        elif ! wine_prng "$WOUT"; then
+            skip "running qcdemo.exe under Wine" "$WINE_WHY"
+        else
+            export WINEPREFIX="$TMP/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+            timeout 180 wine "$WOUT/qcdemo.exe" --help >"$TMP/wine-help.out" 2>"$TMP/wine-help.err"
             RC=$?
             if [ $RC -eq 0 ] && grep -q '^usage: qcdemo' "$TMP/wine-help.out" && ! grep -q $'\r' "$TMP/wine-help.out"; then
                 pass "wine: qcdemo.exe --help prints the usage (lines end in \\n)"
@@ -132,16 +164,14 @@ else
                 fail "wine: qcdemo.exe --help prints the usage (rc=$RC)"
                 show "$TMP/wine-help.err"
             fi
-            VERSION=$(timeout 60 wine "$WOUT/qcdemo.exe" --version 2>>"$TMP/wine-help.err" | tr -d '\r')
-            if [[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+            VERSION=$(timeout 60 wine "$WOUT/qcdemo.exe" --version 2>>"$TMP/wine-help.err")
+            if [[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+[^[:space:]]*$ ]]; then
                 pass "wine: qcdemo.exe --version prints qc_version() ($VERSION)"
             else
                 fail "wine: qcdemo.exe --version prints qc_version() (got '$VERSION')"
                 show "$TMP/wine-help.err"
             fi
             wineserver -k >/dev/null 2>&1
-        else
-            skip "running qcdemo.exe" "wine is not installed"
         fi
     else
         fail "mingw: qcdemo.exe links against libqwen_companion.dll.a"
