@@ -20,7 +20,8 @@
 # Env: QC_WINDOWS_LIBDIR  folder with qwen_companion.dll and
 #                         libqwen_companion.dll.a (default:
 #                         $CARGO_TARGET_DIR/x86_64-pc-windows-gnu/release,
-#                         CARGO_TARGET_DIR defaulting to target/)
+#                         CARGO_TARGET_DIR defaulting to target/; when set,
+#                         it must hold them)
 #      QC_MACOS_LIBDIR    folder with libqwen_companion.dylib (for aarch64 and
 #                         x86_64 macOS, or one of them: the link is tried for
 #                         the architectures the dylib has); no default
@@ -135,7 +136,10 @@ if ! command -v "$MINGW_CC" >/dev/null 2>&1; then
 else
     WOUT=$TMP/mingw
     compile_all mingw "$WOUT" PLATFORM=mingw
-    if [ ! -f "$WIN_LIBDIR/qwen_companion.dll" ] || [ ! -f "$WIN_LIBDIR/libqwen_companion.dll.a" ]; then
+    if [ -n "${QC_WINDOWS_LIBDIR:-}" ] && { [ ! -f "$WIN_LIBDIR/qwen_companion.dll" ] ||
+        [ ! -f "$WIN_LIBDIR/libqwen_companion.dll.a" ]; }; then
+        fail "mingw: QC_WINDOWS_LIBDIR ($WIN_LIBDIR) has qwen_companion.dll and libqwen_companion.dll.a"
+    elif [ ! -f "$WIN_LIBDIR/qwen_companion.dll" ] || [ ! -f "$WIN_LIBDIR/libqwen_companion.dll.a" ]; then
         skip "mingw link of qcdemo.exe" "no Windows build of the library in $WIN_LIBDIR (cargo build --release --target x86_64-pc-windows-gnu, or set QC_WINDOWS_LIBDIR)"
     elif mk "$TMP/mingw-link.log" PLATFORM=mingw OUT="$WOUT" LIBDIR="$WIN_LIBDIR" && [ -f "$WOUT/qcdemo.exe" ] &&
         [ -f "$WOUT/qwen_companion.dll" ]; then
