@@ -8,7 +8,8 @@
 #    apt-get when missing), then, when a Windows build of the library is
 #    there, links qcdemo.exe against its import library, checks what the
 #    executable imports, and runs `qcdemo.exe --help` / `--version` under
-#    Wine when Wine is installed (with the ProcessPrng shim of
+#    Wine when Wine is installed, plus a short `qcdemo.exe ide` session
+#    (ready, an error, stopped at EOF, lock file gone; with the ProcessPrng shim of
 #    tests/windows/prng_shim next to it when Wine lacks ProcessPrng).
 # 2. macOS: compiles every demo source with zig's clang (PyPI's ziglang,
 #    installed into a venv under target/) for aarch64-macos and x86_64-macos,
@@ -174,6 +175,21 @@ else
             else
                 fail "wine: qcdemo.exe --version prints qc_version() (got '$VERSION')"
                 show "$TMP/wine-help.err"
+            fi
+            # ide: ready, one error, stopped at EOF; the lock file is gone.
+            mkdir -p "$TMP/ws" "$TMP/qwen-home"
+            winpath() { printf 'Z:%s' "${1//\//\\}"; }
+            printf 'frobnicate now\n' | QWEN_HOME=$(winpath "$TMP/qwen-home") timeout 120 \
+                wine "$WOUT/qcdemo.exe" ide --workspace "$(winpath "$TMP/ws")" >"$TMP/wine-ide.out" 2>"$TMP/wine-ide.err"
+            RC=$?
+            if [ $RC -eq 0 ] && [ "$(sed -n 's/^{"event":"\([a-z_]*\)".*/\1/p' "$TMP/wine-ide.out" | tr '\n' ' ')" = "ready error stopped " ] &&
+                grep -qF '"message":"unknown command: frobnicate"' "$TMP/wine-ide.out" &&
+                [ -d "$TMP/qwen-home/ide" ] && [ -z "$(ls -A "$TMP/qwen-home/ide")" ]; then
+                pass "wine: qcdemo.exe ide: ready, error, stopped at EOF (exit 0), lock file removed"
+            else
+                fail "wine: qcdemo.exe ide: ready, error, stopped at EOF (rc=$RC)"
+                sed 's/^/       /' "$TMP/wine-ide.out"
+                show "$TMP/wine-ide.err"
             fi
             wineserver -k >/dev/null 2>&1
         fi
