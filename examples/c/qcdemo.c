@@ -20,6 +20,9 @@
  *   qcdemo_ide.c        `ide`       (qcdemo_ide_main)
  *   qcdemo_sessions.c   `sessions`  (qcdemo_sessions_main)
  *   qcdemo_plugins.c    `plugins`   (qcdemo_plugins_main)
+ *   qcdemo_platform.h   what differs between Linux/macOS
+ *                       (qcdemo_platform_posix.c) and Windows
+ *                       (qcdemo_platform_win32.c)
  * Subcommands are dispatched on argv[1] through the `subcommands` table
  * below; a new one adds its file, its entry point in qcdemo_common.h, a row
  * here and its source to the Makefile's DEMO_SRCS.
@@ -64,6 +67,7 @@ int main(int argc, char **argv)
 {
     size_t i;
 
+    qcd_init(&argc, &argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -7,8 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Memory and growable byte buffers                                          */
@@ -208,7 +206,7 @@ void sb_json_str(sbuf *b, const char *s)
 /* ------------------------------------------------------------------------ */
 
 /* stdout is shared by the main thread and the library's callback thread. */
-pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+qcd_mutex out_lock = QCD_MUTEX_INIT;
 
 /* Write b as one line on stdout and flush; the caller holds out_lock. */
 void write_line_locked(const sbuf *b)
@@ -221,9 +219,9 @@ void write_line_locked(const sbuf *b)
 /* Write b as one line on stdout and flush; b must hold one JSON object. */
 void emit_line(const sbuf *b)
 {
-    pthread_mutex_lock(&out_lock);
+    qcd_mutex_lock(&out_lock);
     write_line_locked(b);
-    pthread_mutex_unlock(&out_lock);
+    qcd_mutex_unlock(&out_lock);
 }
 
 /* {"event":"error","message":<printf-formatted message>} */
@@ -290,7 +288,7 @@ void on_log(void *user_data, uint32_t level, const char *message)
 /* Read a whole file. Returns NULL (errno set) on failure. */
 char *read_file(const char *path, size_t *out_len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = qcd_fopen(path, "rb");
     sbuf b = {0};
     char chunk[8192];
     size_t got;
@@ -719,43 +717,7 @@ static void dispatch_line(const demo_command *cmds, size_t ncmds, void *ctx, int
     emit_error("unknown command: %s", verb);
 }
 
-/* ---- signals */
-
-volatile sig_atomic_t stop_signal = 0;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-static const int stop_signals[] = {SIGTERM, SIGINT, SIGHUP};
-
-/*
- * Block the stop signals in this thread (and so in every thread created
- * later) and install a handler without SA_RESTART. *wait_mask receives the
- * mask to use while waiting for input: the old mask minus the stop signals.
- */
-void setup_signals(sigset_t *wait_mask)
-{
-    struct sigaction sa;
-    sigset_t block;
-    size_t i;
-
-    sigemptyset(&block);
-    for (i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
-        sigaddset(&block, stop_signals[i]);
-    pthread_sigmask(SIG_BLOCK, &block, wait_mask);
-    for (i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
-        sigdelset(wait_mask, stop_signals[i]);
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: interrupt pselect() */
-    for (i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
-        sigaction(stop_signals[i], &sa, NULL);
-
-    /* A closed stdout must not kill us before the lock file is removed. */
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, NULL);
-}
+/* ---- signals (qcd_setup_signals: qcdemo_platform_*.c) */
 
 void report_stop_signal(void)
 {
@@ -767,7 +729,7 @@ void report_stop_signal(void)
  * Read commands from stdin until EOF, `stop` or a stop signal. Lines may be
  * of any length; a last line without '\n' is still executed.
  */
-void command_loop(const sigset_t *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx)
+void command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx)
 {
     sbuf in = {0};
     char chunk[65536];
@@ -775,27 +737,13 @@ void command_loop(const sigset_t *wait_mask, const demo_command *cmds, size_t nc
     int stop_requested = 0;
 
     while (!stop_requested && !stop_signal) {
-        fd_set rfds;
-        ssize_t got;
-        int r;
+        long got = qcd_read_stdin(wait_mask, chunk, sizeof chunk);
 
-        FD_ZERO(&rfds);
-        FD_SET(STDIN_FILENO, &rfds);
-        r = pselect(STDIN_FILENO + 1, &rfds, NULL, NULL, NULL, wait_mask);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue; /* a signal: the loop condition decides */
-            emit_error("stdin: select: %s", strerror(errno));
-            break;
-        }
-        got = read(STDIN_FILENO, chunk, sizeof chunk);
-        if (got < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            emit_error("stdin: read: %s", strerror(errno));
-            break;
-        }
-        if (got == 0) { /* EOF: run an unterminated last line, then stop */
+        if (got == QCD_READ_AGAIN)
+            continue; /* a signal: the loop condition decides */
+        if (got == QCD_READ_ERROR)
+            break; /* reported */
+        if (got == QCD_READ_EOF) { /* EOF: run an unterminated last line, then stop */
             if (in.len > start)
                 dispatch_line(cmds, ncmds, ctx, &stop_requested, in.data + start, in.len - start);
             break;

@@ -17,10 +17,12 @@
  * mutex, `out_lock`, one whole line per write, flushed).
  *
  * Signals: SIGTERM, SIGINT and SIGHUP are blocked in every thread (they are
- * blocked by setup_signals() before the library creates any thread, and
+ * blocked by qcd_setup_signals() before the library creates any thread, and
  * threads inherit the mask) and unblocked only atomically inside pselect() in
  * the main thread. A signal therefore always interrupts the wait for stdin
- * and never lands in a library thread.
+ * and never lands in a library thread. On Windows the console control events
+ * (Ctrl+C, Ctrl+Break, closing the console) play their part: see
+ * qcdemo_platform.h, which holds everything that differs between systems.
  */
 #ifndef QCDEMO_COMMON_H
 #define QCDEMO_COMMON_H
@@ -29,14 +31,13 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "qwen_companion.h"
+#include "qcdemo_platform.h"
 
 #define QCDEMO_NAME "qcdemo"
 
@@ -79,7 +80,7 @@ void sb_json_str(sbuf *b, const char *s);
 /* ---- event lines on stdout, errors, the library log */
 
 /* stdout is shared by the main thread and the library's callback thread. */
-extern pthread_mutex_t out_lock;
+extern qcd_mutex out_lock;
 
 /* Write b as one line on stdout and flush; the caller holds out_lock. */
 void write_line_locked(const sbuf *b);
@@ -145,7 +146,8 @@ typedef struct {
 /* sb_copy_member for each of map[0..n), in that order. */
 void sb_copy_members(sbuf *b, jspan obj, const member_map *map, size_t n);
 
-/* ---- commands on stdin, stop signals */
+/* ---- commands on stdin, stop signals (stop_signal and qcd_setup_signals
+ * are in qcdemo_platform.h) */
 
 /* A handler for `VERB ARG`: `arg` is the rest of the line after "VERB " (""
  * if none); it may modify arg, and may assume nothing else about it. */
@@ -156,12 +158,6 @@ typedef struct {
     demo_cmd_fn fn;
 } demo_command;
 
-/* The stop signal that arrived (0: none). */
-extern volatile sig_atomic_t stop_signal;
-
-/* Block the stop signals (before the library starts any thread) and install
- * their handler; *wait_mask receives the mask to wait for input with. */
-void setup_signals(sigset_t *wait_mask);
 /* If a stop signal arrived, say so on stderr ("qcdemo: signal N, stopping"). */
 void report_stop_signal(void);
 /*
@@ -172,7 +168,7 @@ void report_stop_signal(void);
  * Blank lines and '#' comments are skipped; an unknown verb or a line with
  * a NUL byte is an error event.
  */
-void command_loop(const sigset_t *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx);
+void command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx);
 
 /* ---- the subcommands: argc/argv are main's (argv[1] is the subcommand) */
 

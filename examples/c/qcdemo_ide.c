@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Diff table: path -> proposed text, and the text the user ended up with     */
@@ -26,7 +25,7 @@ typedef struct diff_entry {
 } diff_entry;
 
 typedef struct {
-    pthread_mutex_t lock;
+    qcd_mutex lock;
     diff_entry *head;
 } diff_table;
 
@@ -52,7 +51,7 @@ static diff_entry **diff_find_locked(diff_table *t, const char *path)
 static void diff_put(diff_table *t, const char *path, const char *text, size_t len)
 {
     diff_entry **pp, *e;
-    pthread_mutex_lock(&t->lock);
+    qcd_mutex_lock(&t->lock);
     pp = diff_find_locked(t, path);
     if (pp != NULL) {
         e = *pp;
@@ -70,7 +69,7 @@ static void diff_put(diff_table *t, const char *path, const char *text, size_t l
     }
     e->proposed = xmemdup(text != NULL ? text : "", text != NULL ? len : 0);
     e->proposed_len = text != NULL ? len : 0;
-    pthread_mutex_unlock(&t->lock);
+    qcd_mutex_unlock(&t->lock);
 }
 
 /* Record (text != NULL) or forget (text == NULL) the user's edited text.
@@ -78,28 +77,28 @@ static void diff_put(diff_table *t, const char *path, const char *text, size_t l
 static int diff_set_edited(diff_table *t, const char *path, const char *text, size_t len)
 {
     diff_entry **pp;
-    pthread_mutex_lock(&t->lock);
+    qcd_mutex_lock(&t->lock);
     pp = diff_find_locked(t, path);
     if (pp != NULL) {
         free((*pp)->edited);
         (*pp)->edited = text != NULL ? xmemdup(text, len) : NULL;
         (*pp)->edited_len = text != NULL ? len : 0;
     }
-    pthread_mutex_unlock(&t->lock);
+    qcd_mutex_unlock(&t->lock);
     return pp != NULL;
 }
 
 static void diff_remove(diff_table *t, const char *path)
 {
     diff_entry **pp, *e;
-    pthread_mutex_lock(&t->lock);
+    qcd_mutex_lock(&t->lock);
     pp = diff_find_locked(t, path);
     if (pp != NULL) {
         e = *pp;
         *pp = e->next;
         diff_entry_free(e);
     }
-    pthread_mutex_unlock(&t->lock);
+    qcd_mutex_unlock(&t->lock);
 }
 
 /* Remove the diff for path and hand back a copy of its current text (the
@@ -107,15 +106,15 @@ static void diff_remove(diff_table *t, const char *path)
 static int diff_take_current(diff_table *t, const char *path, char **text, size_t *len)
 {
     diff_entry **pp, *e;
-    pthread_mutex_lock(&t->lock);
+    qcd_mutex_lock(&t->lock);
     pp = diff_find_locked(t, path);
     if (pp == NULL) {
-        pthread_mutex_unlock(&t->lock);
+        qcd_mutex_unlock(&t->lock);
         return 0;
     }
     e = *pp;
     *pp = e->next;
-    pthread_mutex_unlock(&t->lock);
+    qcd_mutex_unlock(&t->lock);
     if (e->edited != NULL) {
         *text = e->edited;
         *len = e->edited_len;
@@ -132,13 +131,13 @@ static int diff_take_current(diff_table *t, const char *path, char **text, size_
 static void diff_table_clear(diff_table *t)
 {
     diff_entry *e, *next;
-    pthread_mutex_lock(&t->lock);
+    qcd_mutex_lock(&t->lock);
     for (e = t->head; e != NULL; e = next) {
         next = e->next;
         diff_entry_free(e);
     }
     t->head = NULL;
-    pthread_mutex_unlock(&t->lock);
+    qcd_mutex_unlock(&t->lock);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -202,14 +201,13 @@ static int32_t on_close_diff(void *user_data, const char *file_path, qc_reply *r
  * resolving symlinks: the user's spelling of the path is kept). */
 static void sb_json_root(sbuf *b, const char *dir, size_t n)
 {
-    if (n > 0 && dir[0] != '/') {
+    if (n > 0 && !qcd_path_is_absolute(dir, n)) {
         sbuf abs = {0};
-        char *cwd = getcwd(NULL, 0);
-        if (cwd != NULL) {
+        char cwd[4096];
+        if (qcd_getcwd(cwd, sizeof cwd)) {
             sb_puts(&abs, cwd);
-            if (abs.len == 0 || abs.data[abs.len - 1] != '/')
-                sb_putc(&abs, '/');
-            free(cwd);
+            if (abs.len == 0 || !qcd_is_dir_sep(abs.data[abs.len - 1]))
+                sb_putc(&abs, QCD_DIR_SEP);
         }
         sb_putn(&abs, dir, n);
         sb_json_strn(b, abs.data, abs.len);
@@ -219,14 +217,14 @@ static void sb_json_root(sbuf *b, const char *dir, size_t n)
     }
 }
 
-/* "DIR[:DIR...]" -> JSON array of strings. Returns the number of roots. */
+/* "DIR[:DIR...]" (Windows: "DIR[;DIR...]") -> JSON array of strings. Returns the number of roots. */
 static size_t sb_json_roots(sbuf *b, const char *spec)
 {
     size_t count = 0;
     const char *p = spec;
     sb_putc(b, '[');
     for (;;) {
-        const char *colon = strchr(p, ':');
+        const char *colon = strchr(p, QCD_PATH_LIST_SEP);
         size_t n = colon != NULL ? (size_t)(colon - p) : strlen(p);
         if (n > 0) {
             if (count > 0)
@@ -331,7 +329,7 @@ static void cmd_workspace(void *ctx, const char *verb, char *arg)
     ide_demo *d = ctx;
     sbuf roots = {0};
     char *err = NULL;
-    if (!require_arg(verb, arg, "DIR[:DIR...]"))
+    if (!require_arg(verb, arg, QCD_DIRS))
         return;
     sb_json_roots(&roots, arg);
     check_status(verb, qc_companion_set_workspace_roots_json(d->companion, roots.data, &err), &err);
@@ -452,7 +450,7 @@ static int ide_emit_ready(ide_demo *d)
 
 static void ide_usage(FILE *f)
 {
-    fputs("usage: " QCDEMO_NAME " ide --workspace DIR[:DIR...] [--ide-name NAME]\n"
+    fputs("usage: " QCDEMO_NAME " ide --workspace " QCD_DIRS " [--ide-name NAME]\n"
           "\n"
           "Starts a Qwen Code IDE companion and prints JSON lines on stdout:\n"
           "  {\"event\":\"ready\",\"port\":N,\"lockFile\":\"...\",\"env\":{...}}\n"
@@ -468,7 +466,7 @@ static void ide_usage(FILE *f)
           "  select TEXT                           selection in the active file (escapes \\n \\t \\\\;\n"
           "                                        no TEXT clears it)\n"
           "  context JSON                          replace the whole IdeContext\n"
-          "  workspace DIR[:DIR...]                set the workspace roots\n"
+          "  workspace " QCD_DIRS "                set the workspace roots\n"
           "  trust true|false                      workspace trust\n"
           "  accept PATH                           accept a diff with the proposed text\n"
           "  accept-from FILE PATH                 accept a diff with the text in FILE (no spaces)\n"
@@ -476,7 +474,7 @@ static void ide_usage(FILE *f)
           "  closed PATH                           the user closed a diff\n"
           "  stop                                  stop and exit\n"
           "closeDiff requests are answered with the diff's current text.\n"
-          "EOF, SIGTERM, SIGINT and SIGHUP stop cleanly too (exit status 0).\n",
+          "EOF, " QCD_STOP_SIGNALS " stop cleanly too (exit status 0).\n",
           f);
 }
 
@@ -485,7 +483,7 @@ int qcdemo_ide_main(int argc, char **argv)
     const char *workspace = NULL, *ide_name = NULL;
     ide_demo d;
     sbuf config = {0};
-    sigset_t wait_mask;
+    qcd_sigmask wait_mask;
     char *err = NULL;
     int i, rc = 0;
 
@@ -508,16 +506,16 @@ int qcdemo_ide_main(int argc, char **argv)
     }
 
     /* Before the library starts any thread. */
-    setup_signals(&wait_mask);
+    qcd_setup_signals(&wait_mask);
 
     memset(&d, 0, sizeof d);
-    pthread_mutex_init(&d.diffs.lock, NULL);
+    qcd_mutex_init(&d.diffs.lock);
 
     sb_puts(&config, "{\"workspaceRoots\":");
     if (sb_json_roots(&config, workspace) == 0) {
         fputs(QCDEMO_NAME " ide: --workspace names no directory\n", stderr);
         sb_free(&config);
-        pthread_mutex_destroy(&d.diffs.lock);
+        qcd_mutex_destroy(&d.diffs.lock);
         return 2;
     }
     if (ide_name != NULL) {
@@ -528,7 +526,7 @@ int qcdemo_ide_main(int argc, char **argv)
 
     if (!check_status("start", qc_companion_new(config.data, &d.companion, &err), &err)) {
         sb_free(&config);
-        pthread_mutex_destroy(&d.diffs.lock);
+        qcd_mutex_destroy(&d.diffs.lock);
         return 1;
     }
     sb_free(&config);
@@ -557,7 +555,7 @@ int qcdemo_ide_main(int argc, char **argv)
         rc = 1;
     d.companion = NULL;
     diff_table_clear(&d.diffs);
-    pthread_mutex_destroy(&d.diffs.lock);
+    qcd_mutex_destroy(&d.diffs.lock);
 
     emit_stopped();
     return rc;

@@ -15,15 +15,11 @@
  * order, on the library's callback thread, so the ui_push events a call
  * caused are printed before its result.
  */
-/* dladdr (the folder of the loaded library, where qc-mcp-bridge is built). */
-#define _GNU_SOURCE
 #include "qcdemo_common.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- helpers */
 
@@ -162,7 +158,7 @@ static void plugins_usage(FILE *f)
           "               call ID TOOL JSON | visible ID | options ID CONFIG_ID |\n"
           "               parse MIME FILE | startup-finished | unload ID | enable ID |\n"
           "               disable ID | scheme light|dark | stop\n"
-          "             stop, EOF and SIGTERM end every plugin and exit 0.\n"
+          "             stop, EOF and " QCD_TERM_SIGNAL " end every plugin and exit 0.\n"
           "  register-mcp  adds (--remove: removes) the qwen-companion-plugins entry\n"
           "             of Qwen Code's settings: user scope $QWEN_HOME/settings.json,\n"
           "             project scope ./.qwen/settings.json (the current folder is the\n"
@@ -340,19 +336,17 @@ static int plugins_call(const plugins_args *a)
  * (cargo builds both into target/release). NULL when it is not there. */
 static char *default_bridge(void)
 {
-    Dl_info info;
     sbuf path = {0};
-    const char *slash;
-
     /* qc_version's string lives in the library's own memory. */
-    if (dladdr(qc_version(), &info) == 0 || info.dli_fname == NULL)
+    char *dir = qcd_module_dir(qc_version());
+
+    if (dir == NULL)
         return NULL;
-    slash = strrchr(info.dli_fname, '/');
-    if (slash == NULL)
-        return NULL;
-    sb_putn(&path, info.dli_fname, (size_t)(slash - info.dli_fname));
-    sb_puts(&path, "/qc-mcp-bridge");
-    if (access(path.data, X_OK) != 0) {
+    sb_puts(&path, dir);
+    free(dir);
+    sb_putc(&path, QCD_DIR_SEP);
+    sb_puts(&path, "qc-mcp-bridge" QCD_EXE_SUFFIX);
+    if (!qcd_is_executable(path.data)) {
         sb_free(&path);
         return NULL;
     }
@@ -384,7 +378,7 @@ static int plugins_register_mcp(const plugins_args *a)
         fprintf(stderr, QCDEMO_NAME " plugins register-mcp: --scope user|project is required\n");
         return 2;
     }
-    if (getcwd(cwd_buf, sizeof cwd_buf) == NULL)
+    if (!qcd_getcwd(cwd_buf, sizeof cwd_buf))
         return print_refusal(QC_IO, "cannot read the current folder");
     if (!a->remove && a->bridge == NULL) {
         bridge = default_bridge();
@@ -425,8 +419,8 @@ typedef struct {
     qc_plugin_host *h;
     const char *cwd;
     /* The completion of the call under way (main thread waits on `cv`). */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    qcd_mutex mu;
+    qcd_cond cv;
     int done;
 } serve_state;
 
@@ -520,10 +514,10 @@ static void serve_on_done(void *user_data, const char *json)
     sb_puts(&line, json + 1); /* the library's {"ok":…,…} members */
     emit_line(&line);
     sb_free(&line);
-    pthread_mutex_lock(&s->mu);
+    qcd_mutex_lock(&s->mu);
     s->done = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    qcd_cond_signal(&s->cv);
+    qcd_mutex_unlock(&s->mu);
 }
 
 /* Splits off the first space-separated word of *rest (NULL if none). */
@@ -560,10 +554,10 @@ static void serve_cmd_call(void *ctx, const char *verb, char *arg)
         serve_result(verb, NULL, st, NULL, NULL, NULL, err);
         return;
     }
-    pthread_mutex_lock(&s->mu);
+    qcd_mutex_lock(&s->mu);
     while (!s->done)
-        pthread_cond_wait(&s->cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
+        qcd_cond_wait(&s->cv, &s->mu);
+    qcd_mutex_unlock(&s->mu);
 }
 
 static void serve_cmd_visible(void *ctx, const char *verb, char *arg)
@@ -669,7 +663,7 @@ static const demo_command serve_commands[] = {
 static int plugins_serve(const plugins_args *a)
 {
     serve_state s;
-    sigset_t wait_mask;
+    qcd_sigmask wait_mask;
     static const member_map mcp_members[] = {{"url", "url"}, {"env", "env"}, {"headers", "headers"},
                                              {"lockFile", "lockFile"}, {"tools", "tools"}};
     static const member_map views_members[] = {{"views", "views"}, {"panels", "panels"}};
@@ -680,13 +674,13 @@ static int plugins_serve(const plugins_args *a)
     int first = 1;
 
     /* Before the library starts any thread. */
-    setup_signals(&wait_mask);
+    qcd_setup_signals(&wait_mask);
     memset(&s, 0, sizeof s);
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
+    qcd_mutex_init(&s.mu);
+    qcd_cond_init(&s.cv);
     s.cwd = a->cwd;
     if (s.cwd == NULL)
-        s.cwd = getcwd(cwd_buf, sizeof cwd_buf) != NULL ? cwd_buf : "";
+        s.cwd = qcd_getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : "";
     s.h = plugins_open(a->dir, a->timeout_ms, s.cwd);
     if (s.h == NULL)
         return 1;
@@ -703,7 +697,7 @@ static int plugins_serve(const plugins_args *a)
     }
     /* The plugin MCP server; its lock file names the session folder. */
     sb_puts(&mcfg, "{\"workspacePaths\":[");
-    sb_json_str(&mcfg, realpath(s.cwd, abs_cwd) != NULL ? abs_cwd : s.cwd);
+    sb_json_str(&mcfg, qcd_realpath(s.cwd, abs_cwd, sizeof abs_cwd) ? abs_cwd : s.cwd);
     sb_puts(&mcfg, "]}");
     if (!check_status("mcp_start", qc_plugin_host_mcp_start(s.h, mcfg.data, &err), &err) ||
         !check_status("mcp_info", qc_plugin_host_mcp_info(s.h, &info, &err), &err)) {
@@ -754,8 +748,8 @@ static int plugins_serve(const plugins_args *a)
         emit_error("plugin_host_free failed");
         return 1;
     }
-    pthread_cond_destroy(&s.cv);
-    pthread_mutex_destroy(&s.mu);
+    qcd_cond_destroy(&s.cv);
+    qcd_mutex_destroy(&s.mu);
     emit_stopped();
     return 0;
 }

@@ -10,16 +10,8 @@
 #include "qcdemo_common.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-extern char **environ;
 
 #define MESSAGING_SOCKET_ENV "QWEN_CODE_MESSAGING_SOCKET"
 #define MESSAGING_TOKEN_ENV "QWEN_CODE_MESSAGING_TOKEN"
@@ -28,12 +20,12 @@ typedef struct {
     qc_participant *p;
     char *session_id; /* our registered session */
     int one_shot; /* `sessions send`: nothing is printed after a final receipt */
-    const sigset_t *wait_mask;
+    const qcd_sigmask *wait_mask;
     /* Under out_lock: */
     int deferring; /* a send (or registration) is under way: events wait in `deferred` */
     int finished;  /* print no more events */
     sbuf deferred;
-    int wake_fd[2]; /* one-shot: a byte is written when a final receipt arrived */
+    qcd_wake wake; /* one-shot: signalled when a final receipt arrived */
     /* Touched by the callback thread only (and after the participant is freed): */
     char **held_ids; /* held messages already reported */
     size_t held_n;
@@ -43,7 +35,7 @@ typedef struct {
  * ready event) the main thread is producing, so that it comes first. */
 static void sess_emit(sess_demo *d, const sbuf *line)
 {
-    pthread_mutex_lock(&out_lock);
+    qcd_mutex_lock(&out_lock);
     if (!d->finished) {
         if (d->deferring) {
             sb_putn(&d->deferred, line->data, line->len);
@@ -52,20 +44,20 @@ static void sess_emit(sess_demo *d, const sbuf *line)
             write_line_locked(line);
         }
     }
-    pthread_mutex_unlock(&out_lock);
+    qcd_mutex_unlock(&out_lock);
 }
 
 static void sess_defer_begin(sess_demo *d)
 {
-    pthread_mutex_lock(&out_lock);
+    qcd_mutex_lock(&out_lock);
     d->deferring = 1;
-    pthread_mutex_unlock(&out_lock);
+    qcd_mutex_unlock(&out_lock);
 }
 
 /* Print `line` (if not NULL), then whatever the callbacks printed meanwhile. */
 static void sess_defer_end(sess_demo *d, const sbuf *line)
 {
-    pthread_mutex_lock(&out_lock);
+    qcd_mutex_lock(&out_lock);
     if (line != NULL)
         write_line_locked(line);
     if (d->deferred.len > 0) {
@@ -75,7 +67,7 @@ static void sess_defer_end(sess_demo *d, const sbuf *line)
         d->deferred.data[0] = '\0';
     }
     d->deferring = 0;
-    pthread_mutex_unlock(&out_lock);
+    qcd_mutex_unlock(&out_lock);
 }
 
 /* The members of the events, in their order: {event member, library member}. */
@@ -149,12 +141,10 @@ static void sess_on_receipt(void *user_data, const char *json)
     free(status);
     sess_emit_event(d, "receipt", doc, receipt_members, COUNT_OF(receipt_members));
     if (final && d->one_shot) {
-        pthread_mutex_lock(&out_lock);
+        qcd_mutex_lock(&out_lock);
         d->finished = 1;
-        pthread_mutex_unlock(&out_lock);
-        if (write(d->wake_fd[1], "x", 1) < 0) {
-            /* the pipe is full: the main thread is being woken anyway */
-        }
+        qcd_mutex_unlock(&out_lock);
+        qcd_wake_signal(&d->wake);
     }
 }
 
@@ -392,24 +382,20 @@ static void sess_cmd_deny(void *ctx, const char *verb, char *arg)
 }
 
 /*
- * run COMMAND: run `/bin/sh -c COMMAND` as a process this session started
- * (QWEN_CODE_MESSAGING_SOCKET/_TOKEN set to our inbox and child token; its
- * messages to us arrive as "own-process"), stdin from /dev/null and stdout
- * to our stderr (redirect inside COMMAND to keep it), and wait for it.
+ * run COMMAND: run `/bin/sh -c COMMAND` (Windows: cmd.exe) as a process this
+ * session started (QWEN_CODE_MESSAGING_SOCKET/_TOKEN set to our inbox and
+ * child token; its messages to us arrive as "own-process"), stdin from the
+ * null device and stdout to our stderr (redirect inside COMMAND to keep it),
+ * and wait for it (qcd_run_shell).
  */
 static void sess_cmd_run(void *ctx, const char *verb, char *arg)
 {
     sess_demo *d = ctx;
     char *env_json = NULL, *err = NULL, *sock = NULL, *tok = NULL;
-    char **envp = NULL;
-    char *child_argv[4];
+    const char *set_env[2];
     sbuf e_sock = {0}, e_tok = {0}, line = {0};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t dflt;
-    size_t n = 0, i, k = 0;
-    pid_t pid;
-    int rc, status = 0;
+    char why[512];
+    int code = 0, how;
 
     if (!require_arg(verb, arg, "COMMAND"))
         return;
@@ -428,58 +414,20 @@ static void sess_cmd_run(void *ctx, const char *verb, char *arg)
     sb_printf(&e_tok, "%s=%s", MESSAGING_TOKEN_ENV, tok);
     free(sock);
     free(tok);
-    while (environ[n] != NULL)
-        n++;
-    envp = xrealloc(NULL, (n + 3) * sizeof *envp);
-    for (i = 0; i < n; i++)
-        if (strncmp(environ[i], MESSAGING_SOCKET_ENV "=", sizeof MESSAGING_SOCKET_ENV) != 0 &&
-            strncmp(environ[i], MESSAGING_TOKEN_ENV "=", sizeof MESSAGING_TOKEN_ENV) != 0)
-            envp[k++] = environ[i];
-    envp[k++] = e_sock.data;
-    envp[k++] = e_tok.data;
-    envp[k] = NULL;
-
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
-    posix_spawnattr_init(&attr);
-    /* The child starts with the signals we block unblocked and SIGPIPE at its default. */
-    sigemptyset(&dflt);
-    sigaddset(&dflt, SIGPIPE);
-    sigaddset(&dflt, SIGTERM);
-    sigaddset(&dflt, SIGINT);
-    sigaddset(&dflt, SIGHUP);
-    posix_spawnattr_setsigdefault(&attr, &dflt);
-    posix_spawnattr_setsigmask(&attr, d->wait_mask);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    child_argv[0] = "sh";
-    child_argv[1] = "-c";
-    child_argv[2] = arg;
-    child_argv[3] = NULL;
-    rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, child_argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    free(envp);
+    set_env[0] = e_sock.data;
+    set_env[1] = e_tok.data;
+    how = qcd_run_shell(arg, set_env, COUNT_OF(set_env), d->wait_mask, &code, why, sizeof why);
     /* The token is in these buffers: clear them before freeing. */
     memset(e_tok.data, 0, e_tok.len);
     sb_free(&e_sock);
     sb_free(&e_tok);
-    if (rc != 0) {
-        emit_error("%s: cannot start /bin/sh: %s", verb, strerror(rc));
+    if (how == QCD_RUN_FAILED) {
+        emit_error("%s: %s", verb, why);
         return;
-    }
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            emit_error("%s: waitpid: %s", verb, strerror(errno));
-            return;
-        }
     }
     sb_puts(&line, "{\"event\":\"ran\",\"command\":");
     sb_json_str(&line, arg);
-    if (WIFEXITED(status))
-        sb_printf(&line, ",\"exitCode\":%d}", WEXITSTATUS(status));
-    else
-        sb_printf(&line, ",\"signal\":%d}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    sb_printf(&line, how == QCD_RUN_EXITED ? ",\"exitCode\":%d}" : ",\"signal\":%d}", code);
     emit_line(&line);
     sb_free(&line);
 }
@@ -526,12 +474,12 @@ static void sessions_usage(FILE *f)
           "  Commands on stdin, one per line:\n"
           "    send [--from-mode M] ADDRESS TEXT   ADDRESS is one word; TEXT the rest\n"
           "    release MSGID | deny MSGID          decide on a held message\n"
-          "    run COMMAND                         run /bin/sh -c COMMAND, and wait for it,\n"
+          "    run COMMAND                         run " QCD_SHELL_DESC ", and wait for it,\n"
           "                                        as a process this session started (its\n"
           "                                        messages to us are own-process); its\n"
           "                                        stdout goes to our stderr\n"
           "    stop\n"
-          "  EOF, stop, SIGTERM, SIGINT and SIGHUP unregister cleanly (held messages\n"
+          "  EOF, stop, " QCD_STOP_SIGNALS " unregister cleanly (held messages\n"
           "  settle as expired) and exit 0.\n"
           "\n"
           "send     registers its own session, sends one message, prints the sent (or\n"
@@ -559,13 +507,6 @@ static int parse_wait(const char *s, double *out)
 }
 
 /* ---- ps */
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
 
 /* The code point of the well-formed UTF-8 sequence s[0..len). */
 static unsigned long utf8_cp(const unsigned char *s, size_t len)
@@ -663,7 +604,7 @@ static int sessions_ps(int argc, char **argv)
         qc_participant_free(p);
         return 1;
     }
-    now = now_ms();
+    now = qcd_realtime_ms();
     js_iter(&it, js_doc(list));
     while (js_next(&it, &rec)) {
         rows++;
@@ -750,7 +691,7 @@ static int sessions_listen(int argc, char **argv)
     const char *name = NULL, *policy = NULL, *mode = NULL;
     sess_demo d;
     sbuf config = {0};
-    sigset_t wait_mask;
+    qcd_sigmask wait_mask;
     int i, rc = 0;
 
     for (i = 3; i < argc; i++) {
@@ -776,10 +717,9 @@ static int sessions_listen(int argc, char **argv)
     }
 
     /* Before the library starts any thread. */
-    setup_signals(&wait_mask);
+    qcd_setup_signals(&wait_mask);
     memset(&d, 0, sizeof d);
     d.wait_mask = &wait_mask;
-    d.wake_fd[0] = d.wake_fd[1] = -1;
 
     sb_puts(&config, "{\"reviewClass\":");
     sb_json_str(&config, mode != NULL ? mode : "prompting");
@@ -815,8 +755,9 @@ static int sessions_send(int argc, char **argv)
     int i, ntext = 0, rest = 0, sent = 0, ok = 1;
     double wait_s = 30;
     sess_demo d;
-    sigset_t wait_mask;
-    struct timespec deadline;
+    qcd_sigmask wait_mask;
+    double deadline;
+    int werr;
 
     for (i = 3; i < argc; i++) {
         if (!rest && strcmp(argv[i], "--") == 0) {
@@ -861,18 +802,15 @@ static int sessions_send(int argc, char **argv)
         return 2;
     }
 
-    setup_signals(&wait_mask);
+    qcd_setup_signals(&wait_mask);
     memset(&d, 0, sizeof d);
     d.wait_mask = &wait_mask;
     d.one_shot = 1;
-    if (pipe(d.wake_fd) != 0) {
-        emit_error("pipe: %s", strerror(errno));
+    werr = qcd_wake_open(&d.wake);
+    if (werr != 0) {
+        emit_error("pipe: %s", strerror(werr));
         sb_free(&text);
         return 1;
-    }
-    for (i = 0; i < 2; i++) {
-        fcntl(d.wake_fd[i], F_SETFD, FD_CLOEXEC);
-        fcntl(d.wake_fd[i], F_SETFL, fcntl(d.wake_fd[i], F_GETFL) | O_NONBLOCK);
     }
 
     /* Nobody reads this session's inbox: messages to it are refused. */
@@ -887,49 +825,30 @@ static int sessions_send(int argc, char **argv)
         ok = 0;
     } else {
         sent = sess_send(&d, address, text.data, text.len, from_mode, token != NULL);
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += (time_t)wait_s;
-        deadline.tv_nsec += (long)((wait_s - (double)(time_t)wait_s) * 1e9);
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        deadline = qcd_monotonic_s() + wait_s;
         while (sent && !stop_signal) {
-            struct timespec now, left;
-            fd_set rfds;
-            char buf[64];
+            double left;
             int finished;
 
-            pthread_mutex_lock(&out_lock);
+            qcd_mutex_lock(&out_lock);
             finished = d.finished;
-            pthread_mutex_unlock(&out_lock);
+            qcd_mutex_unlock(&out_lock);
             if (finished)
                 break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            left.tv_sec = deadline.tv_sec - now.tv_sec;
-            left.tv_nsec = deadline.tv_nsec - now.tv_nsec;
-            if (left.tv_nsec < 0) {
-                left.tv_sec--;
-                left.tv_nsec += 1000000000L;
-            }
-            if (left.tv_sec < 0)
+            left = deadline - qcd_monotonic_s();
+            if (left < 0)
                 break;
-            FD_ZERO(&rfds);
-            FD_SET(d.wake_fd[0], &rfds);
-            if (pselect(d.wake_fd[0] + 1, &rfds, NULL, NULL, &left, &wait_mask) > 0)
-                while (read(d.wake_fd[0], buf, sizeof buf) > 0) {
-                }
+            qcd_wake_wait(&d.wake, left, &wait_mask);
         }
         report_stop_signal();
     }
     /* No more events: the wait is over. */
-    pthread_mutex_lock(&out_lock);
+    qcd_mutex_lock(&out_lock);
     d.finished = 1;
-    pthread_mutex_unlock(&out_lock);
+    qcd_mutex_unlock(&out_lock);
     if (!sess_stop(&d))
         ok = 0;
-    close(d.wake_fd[0]);
-    close(d.wake_fd[1]);
+    qcd_wake_close(&d.wake);
     sb_free(&text);
     sb_free(&config);
     return ok && sent ? 0 : 1;

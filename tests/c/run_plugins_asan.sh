@@ -312,10 +312,15 @@ check "register-mcp with a relative bridge: exit 1, QC_INVALID_ARGUMENT" \
 demo reg.noscope register-mcp --bridge "$TMP/bridge"
 check "register-mcp without --scope: exit 2 (rc=$RC)" test "$RC" -eq 2
 cd "$TMP" || exit 1
-if [ -x "$ROOT/target/release/qc-mcp-bridge" ]; then
+# The demo is linked against the library in $CARGO_TARGET_DIR/release (see
+# examples/c/Makefile); qc-mcp-bridge is built next to it.
+RELEASE=${CARGO_TARGET_DIR:-$ROOT/target}
+case $RELEASE in /*) ;; *) RELEASE=$ROOT/$RELEASE ;; esac
+export RELEASE=$RELEASE/release
+if [ -x "$RELEASE/qc-mcp-bridge" ]; then
     demo reg.user register-mcp --scope user
     check "register-mcp user: the default bridge next to the library, in \$QWEN_HOME/settings.json" \
-        jeval 'd["ok"] and d["settings"]==env["QWEN_HOME"]+"/settings.json" and "approve" not in d and os.path.realpath(json.load(open(d["settings"]))["mcpServers"]["qwen-companion-plugins"]["command"])==os.path.realpath(env["ROOT"]+"/target/release/qc-mcp-bridge")' "$OUT"
+        jeval 'd["ok"] and d["settings"]==env["QWEN_HOME"]+"/settings.json" and "approve" not in d and os.path.realpath(json.load(open(d["settings"]))["mcpServers"]["qwen-companion-plugins"]["command"])==os.path.realpath(env["RELEASE"]+"/qc-mcp-bridge")' "$OUT"
     demo reg.user.rm register-mcp --scope user --remove
     check "register-mcp user --remove: removed" jeval 'd["ok"] and d["change"]=="removed"' "$OUT"
 fi
