@@ -158,8 +158,8 @@ function M.plugin_root()
 end
 
 --- The file name of the library on this OS.
-function M.library_file_name()
-  return jit.os == 'OSX' and 'libqwen_companion.dylib' or 'libqwen_companion.so'
+function M.library_file_name(os_name)
+  return require('qwen_companion.platform').library_file_name(os_name)
 end
 
 --- Where a library next to the plugin is looked for, in order: `lib/` of
@@ -169,10 +169,11 @@ end
 --- `target/release/` of the plugin folder itself.
 function M.bundled_library_candidates()
   local root, name = M.plugin_root(), M.library_file_name()
+  local join = require('qwen_companion.platform').join
   return {
-    root .. '/lib/' .. name,
-    vim.fn.fnamemodify(root, ':h:h') .. '/target/release/' .. name,
-    root .. '/target/release/' .. name,
+    join(join(root, 'lib'), name),
+    join(join(join(vim.fn.fnamemodify(root, ':h:h'), 'target'), 'release'), name),
+    join(join(join(root, 'target'), 'release'), name),
   }
 end
 
