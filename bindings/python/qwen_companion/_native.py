@@ -23,9 +23,9 @@ import os
 import sys
 import threading
 
-from . import platforms
-
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union  # noqa: F401 (type comments)
+
+from . import platforms
 
 #: The ABI version this binding was written for (``QC_ABI_VERSION``).
 ABI_VERSION = 1

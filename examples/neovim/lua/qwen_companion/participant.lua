@@ -351,7 +351,7 @@ function M.sessions()
   for _, s in ipairs(ext.out_json(st.lib, 'qc_participant_sessions_json', st.p) or {}) do
     own[#own + 1] = s.sessionId
   end
-  return model.session_items(records, own, now_ms(), vim.env.HOME)
+  return model.session_items(records, own, now_ms(), (vim.uv or vim.loop).os_homedir())
 end
 
 --- Sends `text` to `address`. Returns the send result (`{msgId, address,
