@@ -220,9 +220,9 @@ step('run', function()
   local remove = qc.add_terminal_env(function()
     return { QCNV_BAD = 'a\nb' }
   end)
-  local lines, lerr = qc.terminal_env_lines('cmd')
+  local lines, lerr = require('qwen_companion.terminal').env_lines('cmd')
   remove()
-  check('terminal_env_lines: cmd refuses a value with a line break, naming it', lines == nil
+  check('terminal.env_lines: cmd refuses a value with a line break, naming it', lines == nil
     and has(lerr, 'cmd cannot set QCNV_BAD') and has(lerr, 'PowerShell'), lerr)
   qc.plugin_host().mcp.env.QCNV_MCP_VAR = nil
   vim.cmd('bwipeout!')

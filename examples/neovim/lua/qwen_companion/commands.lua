@@ -53,7 +53,7 @@ function M.define()
   end, { nargs = '*', desc = 'Run Qwen Code in a :terminal split with the companion env' })
 
   cmd('QwenEnv', function(a)
-    local lines, err = qc().terminal_env_lines(a.args ~= '' and a.args or nil)
+    local lines, err = require('qwen_companion.terminal').env_lines(a.args ~= '' and a.args or nil)
     if report(lines, err) then
       local text = table.concat(lines, '\n') .. '\n'
       vim.fn.setreg('"', text)

@@ -794,23 +794,6 @@ function M.terminal_env()
   return env
 end
 
---- The lines that set terminal_env() in a shell started outside Neovim:
---- `shell` ('posix', 'fish', 'powershell', 'cmd'), else setup's
---- terminal.shell ('auto': PowerShell on Windows, else after $SHELL).
---- Returns the list, or nil and a message (not running; cmd cannot carry a
---- line break, `"` or `%`).
-function M.terminal_env_lines(shell)
-  if not S then
-    return nil, 'not running (:QwenStart)'
-  end
-  local platform = require('qwen_companion.platform')
-  local chosen, err = platform.shell_for(shell or (M.config.terminal or {}).shell)
-  if not chosen then
-    return nil, err
-  end
-  return platform.env_lines(M.terminal_env(), chosen)
-end
-
 local function start_plugin_host(st, libpath)
   local p = M.config.plugins or {}
   if p.enabled == false then
