@@ -107,6 +107,9 @@ step('load', function()
   local h = health()
   check('checkhealth: LuaJIT and ffi', has(h, 'LuaJIT') and has(h, 'with the ffi module'), h)
   check('checkhealth: the library path and how it was found', has(h, 'path: ' .. path .. ' (from ' .. origin .. ')'), h)
+  check('checkhealth: the library file name of this OS', has(h, 'on ' .. jit.os .. ' the library file is ' .. capi.library_file_name()), h)
+  check('checkhealth: the bridge next to the library', has(h, 'plugin tools bridge: '
+    .. require('qwen_companion.plugins').bridge_next_to(path)), h)
   check('checkhealth: version and ABI', has(h, 'ABI ' .. capi.ABI_VERSION .. ' (the plugin needs ABI ' .. capi.ABI_VERSION
     .. ')') and has(h, 'version 0.'), h)
   check('checkhealth: the lock directory (configured, not created yet)', has(h, T .. '/core-locks (setup{ lock_dir }) does not exist yet'), h)
