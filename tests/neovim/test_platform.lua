@@ -27,6 +27,11 @@ local ok, err = pcall(function()
   end
   eq('capi.library_file_name follows the OS', require('qwen_companion.capi').library_file_name('Windows'), 'qwen_companion.dll')
   eq('this OS by default', p.library_file_name(), p.library_file_name(jit.os))
+  local capi = require('qwen_companion.capi')
+  local nolib, lerr = capi.load('qwen_companion_not_here')
+  check('a library loaded by name that is missing: the error names the file and where it was looked for', nolib == nil
+    and lerr:find('looked for ' .. p.library_file_name() .. ' next to the plugin: ', 1, true)
+    and lerr:find(capi.bundled_library_candidates()[1], 1, true) and lerr:find("dynamic linker's search path", 1, true), lerr)
 
   eq('absolute paths on Linux', { p.is_absolute('/a', 'Linux'), p.is_absolute('C:\\a', 'Linux'), p.is_absolute('a', 'Linux') },
     { true, false, false })

@@ -227,7 +227,13 @@ function M.load(path)
   end
   local ok, lib = pcall(ffi.load, path)
   if not ok then
-    return nil, string.format('qwen-companion: cannot load %s: %s', path, tostring(lib))
+    local where = ''
+    if not require('qwen_companion.platform').is_absolute(path) then -- a bare name: say what was looked for
+      where = string.format(' (looked for %s next to the plugin: %s, then in the dynamic linker\'s search path;'
+        .. ' set setup{ lib } or $QWEN_COMPANION_LIB to its path)', M.library_file_name(),
+        table.concat(M.bundled_library_candidates(), ', '))
+    end
+    return nil, string.format('qwen-companion: cannot load %s: %s%s', path, tostring(lib), where)
   end
   local abi_ok, abi_err = M.check_abi(lib)
   if not abi_ok then
