@@ -52,15 +52,18 @@ intellijPlatform {
     buildSearchableOptions = false
 }
 
-// The native library copied into the plugin as <plugin>/native/libqwen_companion.so:
+// The native library copied into the plugin as <plugin>/native/<System.mapLibraryName("qwen_companion")>
+// (libqwen_companion.so, libqwen_companion.dylib, qwen_companion.dll), built for the OS Gradle runs on:
 // $QWEN_COMPANION_LIB if set, else the workspace's release build (cargo build --release).
 val nativeLibrary: Provider<String> = providers.environmentVariable("QWEN_COMPANION_LIB")
     .orElse(layout.projectDirectory.file("../../target/release/" + System.mapLibraryName("qwen_companion")).asFile.path)
 
-// The plugin tools' stdio bridge, next to the library as <plugin>/native/qc-mcp-bridge: the plugin
-// copies it to ~/.qwen/companion/bin/ (a path that survives plugin updates) and registers that copy.
+// The plugin tools' stdio bridge, next to the library as <plugin>/native/qc-mcp-bridge (qc-mcp-bridge.exe
+// on Windows, the name QcPlatform.bridgeFileName() gives): the plugin copies it to ~/.qwen/companion/bin/
+// (a path that survives plugin updates) and registers that copy.
+val bridgeFileName = if (System.getProperty("os.name").startsWith("Windows")) "qc-mcp-bridge.exe" else "qc-mcp-bridge"
 val mcpBridge: Provider<String> = providers.environmentVariable("QWEN_COMPANION_BRIDGE")
-    .orElse(layout.projectDirectory.file("../../target/release/qc-mcp-bridge").asFile.path)
+    .orElse(layout.projectDirectory.file("../../target/release/$bridgeFileName").asFile.path)
 
 tasks {
     prepareSandbox {

@@ -1,5 +1,6 @@
 package qwen.companion.tests
 
+import qwen.companion.QcPlatform
 import qwen.companion.Json
 import qwen.companion.OpenDiffResult
 import qwen.companion.QcStatus
@@ -117,12 +118,19 @@ fun intellijCoreTests(h: Harness, dirs: TestDirs) {
         checkEq(WorkspaceRoots.normalize(listOf("/")), listOf("/"), "root stays")
     }
 
-    h.test("TerminalEnv: applyTo overrides, shellExports quotes") {
+    h.test("TerminalEnv: applyTo passes values verbatim, shellLines follows the shell setting and the terminal's shell") {
         val target = mutableMapOf("PATH" to "/bin", "QWEN_CODE_IDE_SERVER_PORT" to "1")
-        TerminalEnv.applyTo(target, mapOf("QWEN_CODE_IDE_SERVER_PORT" to "4242", "QWEN_CODE_IDE_WORKSPACE_PATH" to "/a:/b"))
-        checkEq(target, mapOf("PATH" to "/bin", "QWEN_CODE_IDE_SERVER_PORT" to "4242", "QWEN_CODE_IDE_WORKSPACE_PATH" to "/a:/b"), "merged")
-        checkEq(TerminalEnv.shellExports(linkedMapOf("A" to "x", "B" to "it's")), "export A='x'\nexport B='it'\\''s'\n", "exports")
-        expectThrows<IllegalArgumentException>("bad name") { TerminalEnv.shellExports(mapOf("A B" to "x")) }
+        val ws = "C:\\a b;D:\\it's %x% \"q\"\nz"
+        TerminalEnv.applyTo(target, mapOf("QWEN_CODE_IDE_SERVER_PORT" to "4242", "QWEN_CODE_IDE_WORKSPACE_PATH" to ws))
+        checkEq(target, mapOf("PATH" to "/bin", "QWEN_CODE_IDE_SERVER_PORT" to "4242", "QWEN_CODE_IDE_WORKSPACE_PATH" to ws), "merged, verbatim")
+        val env = linkedMapOf("B" to "it's", "A" to "x")
+        checkEq(TerminalEnv.shellLines(env, "posix"), "export A='x'\nexport B='it'\\''s'\n", "posix")
+        checkEq(TerminalEnv.shellLines(env, "auto", null, QcPlatform.Os.WINDOWS), "\$env:A = 'x'\n\$env:B = 'it''s'\n", "auto on Windows")
+        checkEq(TerminalEnv.shellLines(env, "auto", "C:\\Windows\\System32\\cmd.exe", QcPlatform.Os.WINDOWS), "set \"A=x\"\nset \"B=it's\"\n", "the terminal's cmd")
+        checkEq(TerminalEnv.shellLines(env, "auto", "/usr/bin/fish -l", QcPlatform.Os.LINUX), "set -gx A 'x'\nset -gx B 'it\\'s'\n", "the terminal's fish")
+        checkEq(TerminalEnv.shellLines(env, "powershell", "/bin/bash", QcPlatform.Os.LINUX), "\$env:A = 'x'\n\$env:B = 'it''s'\n", "the setting wins")
+        expectThrows<IllegalArgumentException>("bad name") { TerminalEnv.shellLines(mapOf("A B" to "x"), "posix") }
+        expectThrows<IllegalArgumentException>("cmd and a line break") { TerminalEnv.shellLines(mapOf("A" to "x\ny"), "cmd") }
     }
 
     h.group("intellij core: EditorContextFeeder")

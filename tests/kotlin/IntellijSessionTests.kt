@@ -1,5 +1,6 @@
 package qwen.companion.tests
 
+import qwen.companion.QcPlatform
 import qwen.companion.HeldExpiry
 import qwen.companion.InboundPolicy
 import qwen.companion.QwenParticipant
@@ -60,6 +61,11 @@ fun intellijSessionTests(h: Harness, root: File) {
         checkEq(found.map { it.toString() }, listOf("/w/src/Main.kt:12", "/proj/src/util.py:3:7", "/proj/a.rs:9", "/home/me/notes.md:2"), "found")
         checkEq(PathLine.findAll("Main.kt:0 and README:4"), emptyList<PathLine>(), "line 0, no extension")
         checkEq(PathLine.findAll("(../up/x.kt:5)", "/p/q").map { it.path }, listOf("/p/up/x.kt"), "parent dir")
+        // Windows: a drive path is absolute (kept as written when the test runs elsewhere), backslashes separate
+        val win = PathLine.findAll("at C:\\w\\src\\Main.kt:4:2 and src\\util.kt:9, not http://h:80", null, null, QcPlatform.Os.WINDOWS)
+        checkEq(win.map { it.toString() }, listOf("C:\\w\\src\\Main.kt:4:2", "src\\util.kt:9"), "Windows paths")
+        check(PathLine.isAbsolute("C:/x", QcPlatform.Os.WINDOWS) && PathLine.isAbsolute("\\\\srv\\s\\x", QcPlatform.Os.WINDOWS) &&
+            !PathLine.isAbsolute("C:\\x", QcPlatform.Os.LINUX) && PathLine.isAbsolute("/x", QcPlatform.Os.LINUX)) { "isAbsolute" }
     }
 
     h.test("selection with context and the console output are fenced safely; long text is capped") {

@@ -32,6 +32,7 @@ fun main(args: Array<String>) {
     try {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
         if (only.isEmpty() || only.contains("binding")) bindingFixTests(h, TestDirs(File(root, "binding-fixes")))
+        if (only.isEmpty() || only.contains("binding")) platformTests(h, File(root, "platform").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)

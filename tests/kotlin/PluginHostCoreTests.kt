@@ -71,6 +71,24 @@ fun intellijPluginHostTests(h: Harness, root: File, libPath: String?) {
         expectThrows<java.io.IOException>("missing source") { BridgeInstaller.install(File(src, "nope"), dest) }
     }
 
+    h.test("BridgeInstaller on Windows: a running bridge (it cannot be replaced) is moved aside, then removed once free") {
+        val src = File(root, "src-win").also { it.mkdirs() }
+        val exe = File(src, "qc-mcp-bridge.exe").also { it.writeText("new") }
+        val dest = File(root, "dest-win").also { it.mkdirs() }
+        val running = File(dest, "qc-mcp-bridge.exe").also { it.writeText("old, running") }
+        val refuse: (java.nio.file.Path, java.nio.file.Path) -> Unit = { a, b ->
+            if (b == running.toPath() && running.exists() && a.fileName.toString().endsWith(".tmp")) {
+                throw java.nio.file.AccessDeniedException(b.toString())
+            }
+            java.nio.file.Files.move(a, b, java.nio.file.StandardCopyOption.REPLACE_EXISTING)
+        }
+        expectThrows<java.nio.file.AccessDeniedException>("elsewhere the error stands") { BridgeInstaller.install(exe, dest, false, refuse) }
+        checkEq(running.readText(), "old, running", "untouched")
+        BridgeInstaller.install(exe, dest, true, refuse)
+        checkEq(running.readText(), "new", "replaced")
+        checkEq(dest.list()!!.toList(), listOf("qc-mcp-bridge.exe"), "the old copy is removed once free")
+    }
+
     h.test("one host: MCP server started, bridge installed, entry registered once, notifications answered, close ends it") {
         val project = File(root, "proj-a").also { it.mkdirs() }
         val s = settings(project)

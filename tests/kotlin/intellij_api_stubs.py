@@ -202,6 +202,10 @@ JAVA = {
         "public class Topic<L> {}",
     "org.jetbrains.annotations.Nullable":
         "import java.lang.annotation.*; @Retention(RetentionPolicy.CLASS) @Target({ElementType.METHOD, ElementType.FIELD, ElementType.PARAMETER, ElementType.LOCAL_VARIABLE}) public @interface Nullable {}",
+    "org.jetbrains.plugins.terminal.TerminalProjectOptionsProvider":
+        "public class TerminalProjectOptionsProvider { public static TerminalProjectOptionsProvider getInstance(com.intellij.openapi.project.Project p){return null;} public String getShellPath(){return null;} }",
+    "com.intellij.openapi.ide.CopyPasteManager":
+        "public abstract class CopyPasteManager { public static CopyPasteManager getInstance(){return null;} public abstract void setContents(java.awt.datatransfer.Transferable content); }",
     "org.jetbrains.plugins.terminal.LocalTerminalCustomizer":
         "public abstract class LocalTerminalCustomizer { @Deprecated public String[] customizeCommandAndEnvironment(com.intellij.openapi.project.Project p, String wd, String[] c, java.util.Map<String,String> e){return c;} }",
 }

@@ -18,6 +18,8 @@
 #    Neovim, the orphaned view is refused and closed), stop with requests
 #    waiting, and that stop removes the lock file. The plugin pulls diff
 #    requests; no C callback is registered.
+# First tests/neovim/test_platform.lua (file names, paths, shell lines and
+# event watching of Linux, macOS and Windows, by OS name; no library).
 # Before that, tests/neovim/test_core.lua in its own Neovim (own HOME and
 # QWEN_HOME, the library found next to the plugin): the :Qwen* commands,
 # setup's validation, :checkhealth qwen_companion's report, the plugin host
@@ -172,6 +174,18 @@ check "libqwen_companion.so is built" test -f "$LIB"
 sed 's/^\(ok   - \|FAIL - \)/\1cdef: /' "$TMP/cdef.out"
 PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/cdef.out")))
 FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/cdef.out")))
+
+# --- platform.lua: names, paths, shell lines and event watching of each OS ----
+# (tests/neovim/test_platform.lua; no library needed)
+mkdir -p "$TMP/platform"
+QCNV_TMP="$TMP/platform" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+    -c "luafile $HERE/test_platform.lua" >"$TMP/nvim-platform.log" 2>&1 </dev/null
+if [ -e "$TMP/platform/nv-platform.json" ]; then
+    report_checks "$TMP/platform/nv-platform.json"
+else
+    fail "test_platform.lua wrote its checks"
+    tail -20 "$TMP/nvim-platform.log" | sed 's/^/       /'
+fi
 
 # --- workspace and Neovim --------------------------------------------------
 export QCNV_TMP="$TMP" QCNV_WS="$TMP/ws" QCNV_TIMEOUT="$T" QCNV_REQUEST_TIMEOUT_MS="$RT"

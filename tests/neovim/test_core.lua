@@ -107,6 +107,9 @@ step('load', function()
   local h = health()
   check('checkhealth: LuaJIT and ffi', has(h, 'LuaJIT') and has(h, 'with the ffi module'), h)
   check('checkhealth: the library path and how it was found', has(h, 'path: ' .. path .. ' (from ' .. origin .. ')'), h)
+  check('checkhealth: the library file name of this OS', has(h, 'on ' .. jit.os .. ' the library file is ' .. capi.library_file_name()), h)
+  check('checkhealth: the bridge next to the library', has(h, 'plugin tools bridge: '
+    .. require('qwen_companion.plugins').bridge_next_to(path)), h)
   check('checkhealth: version and ABI', has(h, 'ABI ' .. capi.ABI_VERSION .. ' (the plugin needs ABI ' .. capi.ABI_VERSION
     .. ')') and has(h, 'version 0.'), h)
   check('checkhealth: the lock directory (configured, not created yet)', has(h, T .. '/core-locks (setup{ lock_dir }) does not exist yet'), h)
@@ -203,6 +206,27 @@ step('run', function()
   check(':QwenRun: its cwd is the workspace (not the window\'s :lcd)', env.QCNV_CWD == WS, env.QCNV_CWD)
   check(':QwenRun: the terminal window has the focus, in terminal mode', vim.b.qwen_companion_terminal == true
     and api.nvim_get_mode().mode == 't', api.nvim_get_mode())
+  -- :QwenEnv: the same variables as lines of the chosen shell; a line sh runs gives the value back
+  vim.cmd('QwenEnv posix')
+  local copied = vim.fn.getreg('"')
+  check(':QwenEnv posix copies export lines', has(copied, "export QWEN_CODE_IDE_SERVER_PORT='" .. s.port .. "'\n")
+    and has(copied, "export QWEN_CODE_IDE_WORKSPACE_PATH='" .. WS .. "'"), copied)
+  local shout = vim.fn.system({ 'sh', '-c', copied .. 'printf %s "$QWEN_CODE_IDE_WORKSPACE_PATH"' })
+  check(':QwenEnv posix lines run in sh give the workspace back', shout == WS, shout)
+  qc.setup({ terminal = { shell = 'powershell' } })
+  vim.cmd('QwenEnv')
+  check(':QwenEnv follows terminal.shell (PowerShell)', has(vim.fn.getreg('"'), "$env:QWEN_CODE_IDE_SERVER_PORT = '" .. s.port .. "'"),
+    vim.fn.getreg('"'))
+  qc.setup({ terminal = { shell = 'auto' } })
+  local bad, berr = pcall(qc.setup, { terminal = { shell = 'tcsh' } })
+  check("setup refuses terminal.shell = 'tcsh'", not bad and has(tostring(berr), 'terminal.shell'), berr)
+  local remove = qc.add_terminal_env(function()
+    return { QCNV_BAD = 'a\nb' }
+  end)
+  local lines, lerr = require('qwen_companion.terminal').env_lines('cmd')
+  remove()
+  check('terminal.env_lines: cmd refuses a value with a line break, naming it', lines == nil
+    and has(lerr, 'cmd cannot set QCNV_BAD') and has(lerr, 'PowerShell'), lerr)
   qc.plugin_host().mcp.env.QCNV_MCP_VAR = nil
   vim.cmd('bwipeout!')
   vim.cmd('lcd ' .. vim.fn.fnameescape(WS))

@@ -171,6 +171,10 @@ local function pure()
     { path = 'lib/x.lua', line = 3, col = 4 },
   })
   eq('path:line under the cursor', sm.file_ref_at('  open a.c:1 or b/c.h:22 now', 18), { path = 'b/c.h', line = 22 })
+  eq('Windows refs keep their drive', sm.file_refs('at C:\\w\\src\\a.lua:4:2 and src\\b.lua:9, not http://h:80'), {
+    { path = 'C:\\w\\src\\a.lua', line = 4, col = 2 }, { path = 'src\\b.lua', line = 9 } })
+  eq('a Windows ref under the cursor (on its drive letter too)', { sm.file_ref_at('x C:\\a\\b.c:7 y', 3), sm.file_ref_at('x C:\\a\\b.c:7 y', 9) },
+    { { path = 'C:\\a\\b.c', line = 7 }, { path = 'C:\\a\\b.c', line = 7 } })
   eq('quickfix as text', sm.quickfix_text(':make', {
     { filename = 'main.c', lnum = 3, col = 5, type = 'E', text = 'boom' },
     { text = 'make: *** Error 1' },

@@ -354,11 +354,12 @@ def test_exceptions_in_callables_never_reach_the_library(make_host):
 
 
 def test_pull_mode(make_host):
-    import select
-
     host = make_host()
     host.install(fixture("todo-quadrant"))
-    fd = host.enable_events()
+    with pytest.raises(qwen_companion.RefusedError, match="enable_events first"):
+        host.wait_event(0)
+    host.enable_events()
+    assert host.wait_event(0) is False  # nothing waits yet
     host.offer_capability("show_notification")
     box = {}
 
@@ -370,16 +371,18 @@ def test_pull_mode(make_host):
 
     t = threading.Thread(target=caller)
     t.start()
+    woke = False
     request = None
     deadline = time.monotonic() + 10
     while request is None and time.monotonic() < deadline:
-        select.select([fd], [], [], 0.5)
+        woke = host.wait_event(0.5) or woke  # select here; WaitForSingleObject on Windows
         ev = host.next_event()
         while ev is not None:
             if ev["type"] == "host_request":
                 request = ev
                 break
             ev = host.next_event()
+    assert woke, "wait_event never reported the queued events"
     assert request is not None and request["capability"] == "show_notification"
     host.respond(request["id"], {"shown": True})
     t.join(10)

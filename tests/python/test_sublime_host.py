@@ -4,6 +4,7 @@ companions with its MCP server, registered once in an isolated HOME's
 ~/.qwen/settings.json, its env in the terminals, stopped on unload."""
 
 import json
+import sys
 import os
 
 import pytest
@@ -230,7 +231,7 @@ def test_terminals_get_the_mcp_servers_env(st, home, workspace):
     assert st.window.commands[-1][1]["env"]["QWEN_PLUGINS_TEST"] == "on"
 
     st.window.run_command("qwen_companion_show_env")
-    assert "export QWEN_PLUGINS_TEST=on\n" in sublime.get_clipboard()
+    assert "export QWEN_PLUGINS_TEST='on'\n" in sublime.get_clipboard()
 
 
 def test_the_bridge_copy_is_skipped_when_unchanged(tmp_path):
@@ -248,6 +249,41 @@ def test_the_bridge_copy_is_skipped_when_unchanged(tmp_path):
     src.write_bytes(b"#!/bin/sh\nexit 1\n")  # a newer bridge
     host_mod.install_bridge(str(src), str(dest))
     assert dest.read_bytes() == b"#!/bin/sh\nexit 1\n" and os.stat(str(dest)).st_ino != ino
+
+
+def test_a_running_bridge_is_moved_aside_on_windows(tmp_path, monkeypatch):
+    """Windows refuses to overwrite a running executable but renames it: the
+    install moves the old bridge aside, and removes such copies once free."""
+    from QwenCompanion.qwen_core import host as host_mod
+
+    src = tmp_path / "qc-mcp-bridge.exe"
+    src.write_bytes(b"new")
+    dest = tmp_path / "bin" / "qc-mcp-bridge.exe"
+    dest.parent.mkdir()
+    dest.write_bytes(b"old, running")
+    raw_replace = os.replace
+
+    def replace(a, b):
+        if str(b) == str(dest) and dest.exists() and str(a).endswith(".tmp-{}".format(os.getpid())):
+            raise PermissionError(13, "Access is denied", str(b))
+        return raw_replace(a, b)
+
+    monkeypatch.setattr(host_mod.os, "replace", replace)
+    with pytest.raises(PermissionError):
+        host_mod.install_bridge(str(src), str(dest), windows=False)  # elsewhere the error stands
+    assert dest.read_bytes() == b"old, running"
+    host_mod.install_bridge(str(src), str(dest), windows=True)
+    assert dest.read_bytes() == b"new"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["qc-mcp-bridge.exe"]
+
+
+def test_the_bridge_name_follows_the_os(st, monkeypatch):
+    from QwenCompanion.qwen_core import host as host_mod
+
+    qc = st.plugin.import_binding()
+    assert host_mod.bridge_name(qc) == "qc-mcp-bridge"
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert host_mod.bridge_name(qc) == "qc-mcp-bridge.exe"
 
 
 def test_plugin_loaded_starts_the_host_off_the_ui_thread(st, home, monkeypatch):

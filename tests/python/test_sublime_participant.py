@@ -497,6 +497,12 @@ def test_core_helpers(tmp_path):
     (tmp_path / "src" / "a.py").write_text("x\n")
     found = pc.find_locations("see src/a.py:12, src/a.py:3-7, at 12:30, gone.py:1, src/a.py:12", [str(tmp_path)])
     assert [(f["label"], f["line"], f["endLine"]) for f in found] == [("src/a.py:12", 12, None), ("src/a.py:3-7", 3, 7)]
+    # Windows references (checked with ntpath): a drive path, and a backslash path in a folder
+    import ntpath
+
+    there = {"C:\\w\\src\\a.py", "C:\\w\\src\\b.py"}
+    found = pc.find_locations("at C:\\w\\src\\a.py:4:2 and src\\b.py:9, not line:3", ["C:\\w"], there.__contains__, ntpath)
+    assert [(f["path"], f["line"], f["column"]) for f in found] == [("C:\\w\\src\\a.py", 4, 2), ("C:\\w\\src\\b.py", 9, 1)]
 
     assert pc.selection_message("a\n```\nb", "/w/f.py", 2, 2, ["/w"]) == "f.py:2\n````\na\n```\nb\n````"
     long = "x" * (pc.MAX_BUILD_OUTPUT + 5)

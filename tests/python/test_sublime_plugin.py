@@ -158,25 +158,6 @@ def test_folder_changes_update_workspace_roots(st, workspace, tmp_path):
     assert st.lock()["workspacePath"] == workspace
 
 
-def test_show_env_command_copies_export_lines(st, workspace):
-    st.window.run_command("qwen_companion_show_env")
-    port = st.wc().companion.port
-    clip = sublime.get_clipboard()
-    assert "export QWEN_CODE_IDE_SERVER_PORT={}\n".format(port) in clip
-    assert "export QWEN_CODE_IDE_WORKSPACE_PATH={}\n".format(workspace) in clip
-    panel = st.window.find_output_panel("qwen_companion")
-    assert clip in panel.substr(sublime.Region(0, panel.size()))
-    assert ("show_panel", {"panel": "output.qwen_companion"}) in st.window.commands
-
-
-def test_env_lines_quote_for_the_shell(st):
-    lines = st.plugin.env_lines({"QWEN_CODE_IDE_WORKSPACE_PATH": "/a b/c:/d'e", "QWEN_CODE_IDE_SERVER_PORT": "1"})
-    assert lines == [
-        "export QWEN_CODE_IDE_SERVER_PORT=1",
-        "export QWEN_CODE_IDE_WORKSPACE_PATH='/a b/c:/d'\"'\"'e'",
-    ]
-
-
 def test_terminus_terminals_get_the_env(st, workspace):
     sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
     port = str(st.wc().companion.port)

@@ -47,6 +47,7 @@ from ._native import (
     error_class,
 )
 from ._native import load as load_library
+from . import platforms
 from .companion import Companion, RefuseDiff
 from .plugins import Pending, PluginCallError, PluginHost, PluginInstallError, register_mcp, unregister_mcp
 from .sessions import UNSET, Participant
@@ -60,6 +61,7 @@ def library_version(library=None):
 
 
 __all__ = [
+    "platforms",
     "ABI_VERSION",
     "LIBRARY_ENV",
     "LOG_DEBUG",

@@ -25,6 +25,8 @@ import threading
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union  # noqa: F401 (type comments)
 
+from . import platforms
+
 #: The ABI version this binding was written for (``QC_ABI_VERSION``).
 ABI_VERSION = 1
 
@@ -484,14 +486,11 @@ def decode(data):
 # Loading
 
 
-def platform_library_name():
-    # type: () -> str
-    """``libqwen_companion.so`` / ``libqwen_companion.dylib`` / ``qwen_companion.dll``."""
-    if sys.platform == "win32":
-        return "qwen_companion.dll"
-    if sys.platform == "darwin":
-        return "libqwen_companion.dylib"
-    return "libqwen_companion.so"
+def platform_library_name(os_name=None):
+    # type: (Optional[str]) -> str
+    """``libqwen_companion.so`` / ``libqwen_companion.dylib`` / ``qwen_companion.dll``
+    for ``os_name`` (default ``sys.platform``); see :mod:`qwen_companion.platforms`."""
+    return platforms.library_file_name(os_name)
 
 
 def _package_dir():

@@ -60,7 +60,7 @@ import threading
 
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type, Union  # noqa: F401 (type comments)
 
-from . import _native
+from . import _native, platforms
 from ._handle import LogCallable, NativeHandle, camel, closed_at_exit
 from ._handle import config_json as _config_json
 from ._native import (
@@ -659,12 +659,28 @@ class PluginHost(NativeHandle):
 
     def enable_events(self):
         # type: () -> int
-        """Switches to pull mode and returns a file descriptor (owned by the
-        library) that is readable while events wait; then no event or
-        capability callable runs: take events with :meth:`next_event`."""
+        """Switches to pull mode and returns the event handle (owned by the
+        library): on Linux and macOS a file descriptor that is readable while
+        events wait, on Windows an event ``HANDLE`` carried in the
+        ``int32_t`` (signalled while events wait). Then no event or
+        capability callable runs: wait with :meth:`wait_event` (or your own
+        loop) and take events with :meth:`next_event`."""
         fd = ctypes.c_int32()
         self._call("qc_plugin_host_enable_events", ctypes.byref(fd))
-        return int(fd.value)
+        self._event_handle = int(fd.value)
+        return self._event_handle
+
+    def wait_event(self, timeout=None):
+        # type: (Optional[float]) -> bool
+        """Waits (at most ``timeout`` seconds; ``None``: no limit) until events
+        wait in pull mode: ``select`` on the descriptor on Linux and macOS,
+        ``WaitForSingleObject`` on the event handle on Windows. Returns
+        ``True`` when events wait. Raises :class:`~qwen_companion.RefusedError`
+        before :meth:`enable_events`."""
+        value = getattr(self, "_event_handle", None)
+        if value is None:
+            raise _native.RefusedError("wait_event needs pull mode: call enable_events first", _native.QC_REFUSED)
+        return platforms.wait_event_handle(value, timeout)
 
     def next_event(self):
         # type: () -> Optional[Dict[str, Any]]

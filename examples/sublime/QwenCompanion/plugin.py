@@ -3,7 +3,8 @@
 One companion (MCP server + lock file) per window, fed with the window's
 folders and its file views; Qwen Code's proposed edits open as scratch views
 (Accept / Reject); ``Qwen Companion: Terminal Environment`` gives the
-``export QWEN_CODE_IDE_SERVER_PORT=...`` lines, and Terminus terminals get
+lines that set ``QWEN_CODE_IDE_SERVER_PORT`` (``export``, fish, PowerShell or
+cmd syntax), and Terminus terminals get
 them automatically.
 
 Threading: the companion's open-diff / close-diff / log callables run on a
@@ -928,14 +929,14 @@ def safely(fn, *args):
         return None
 
 
-def env_lines(env):
-    return ["export {}={}".format(k, shell_quote(v)) for k, v in sorted(env.items())]
-
-
-def shell_quote(value):
-    if value and all(c.isalnum() or c in "/._-:+=,@%" for c in value):
-        return value
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+def env_lines(env, shell=None):
+    """The lines that set ``env`` in the user's shell: ``shell``, else the
+    setting ``terminal_shell`` ("auto": PowerShell on Windows, else fish or
+    a POSIX shell after ``$SHELL``). Raises ``ValueError`` for a value the
+    shell cannot carry (cmd: a line break, ``"`` or ``%``)."""
+    p = import_binding().platforms
+    chosen = p.shell_for(shell if shell is not None else settings().get("terminal_shell", "auto"))
+    return p.env_lines(env, chosen)
 
 
 def terminus_installed():
@@ -1154,18 +1155,24 @@ class QwenCompanionRejectDiffCommand(sublime_plugin.TextCommand):
 
 
 class QwenCompanionShowEnvCommand(sublime_plugin.WindowCommand):
-    """Shows (and copies) the ``export`` lines that point ``qwen`` at this window."""
+    """Shows (and copies) the lines that point ``qwen`` at this window, in the
+    syntax of the shell of setting ``terminal_shell`` (see :func:`env_lines`)."""
 
     def run(self):
         wc = companion_for(self.window)
         if wc is None:
             sublime.error_message(LOG_PREFIX + "not running (see the console)")
             return
-        lines = env_lines(wc.terminal_env())
+        try:
+            lines = env_lines(wc.terminal_env())
+        except ValueError as e:
+            sublime.error_message(LOG_PREFIX + "cannot write the terminal environment: {}".format(e))
+            return
         text = "\n".join(lines) + "\n"
         sublime.set_clipboard(text)
         panel = self.window.create_output_panel("qwen_companion")
-        panel.run_command("qwen_companion_set_content", {"text": "# copied to the clipboard; run qwen after these:\n" + text})
+        panel.run_command("qwen_companion_set_content", {
+            "text": "Copied to the clipboard; run these in your shell, then qwen:\n\n" + text})
         self.window.run_command("show_panel", {"panel": "output.qwen_companion"})
         self.window.status_message("Qwen Code environment copied to the clipboard")
 

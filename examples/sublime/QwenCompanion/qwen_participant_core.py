@@ -143,35 +143,37 @@ def format_expiry(expires_at_ms, now_ms=None):
     return "expires in {}m {:02d}s".format(left // 60, left % 60)
 
 
-# A file reference in a message: a path with a "/" or an extension, a colon,
-# a line, optionally ":column" or "-endline".
+# A file reference in a message: a path with a slash (or a backslash) or an
+# extension, a colon, a line, optionally ":column" or "-endline". A Windows
+# path may start with a drive, as in C:\src\a.py:3.
 LOCATION_RE = re.compile(
-    r"(?P<path>(?:~|\.{1,2})?/?[\w.@+-]*[A-Za-z_][\w.@+-]*(?:/[\w.@+-]+)*)"
+    r"(?P<path>(?:[A-Za-z]:[\\/])?(?:~|\.{1,2})?[\\/]?[\w.@+-]*[A-Za-z_][\w.@+-]*(?:[\\/][\w.@+-]+)*)"
     r":(?P<line>\d+)(?::(?P<col>\d+)|-(?P<end>\d+))?"
 )
 
 
-def find_locations(text, folders=(), exists=os.path.isfile):
+def find_locations(text, folders=(), exists=os.path.isfile, pathmod=os.path):
     """The ``path:line`` references of ``text`` that name an existing file.
 
     A relative path is looked up in each of ``folders``. Returns dicts
     ``{"path": absolute, "line", "column", "endLine", "label"}`` in the order
-    they appear, each file+line once.
+    they appear, each file+line once. ``pathmod`` (``os.path``; ``ntpath`` or
+    ``posixpath`` in tests) decides what is absolute and how paths join.
     """
     out = []
     seen = set()
     for m in LOCATION_RE.finditer(text or ""):
         raw = m.group("path")
-        if "/" not in raw and "." not in raw.lstrip("."):
+        if "/" not in raw and "\\" not in raw and "." not in raw.lstrip("."):
             continue  # "at line:12" is no file name
         candidates = []
-        expanded = os.path.expanduser(raw)
-        if os.path.isabs(expanded):
+        expanded = pathmod.expanduser(raw)
+        if pathmod.isabs(expanded):
             candidates.append(expanded)
         else:
-            candidates.extend(os.path.join(f, expanded) for f in folders)
+            candidates.extend(pathmod.join(f, expanded) for f in folders)
         for c in candidates:
-            c = os.path.normpath(c)
+            c = pathmod.normpath(c)
             if exists(c):
                 line = int(m.group("line"))
                 key = (c, line)

@@ -158,8 +158,8 @@ function M.plugin_root()
 end
 
 --- The file name of the library on this OS.
-function M.library_file_name()
-  return jit.os == 'OSX' and 'libqwen_companion.dylib' or 'libqwen_companion.so'
+function M.library_file_name(os_name)
+  return require('qwen_companion.platform').library_file_name(os_name)
 end
 
 --- Where a library next to the plugin is looked for, in order: `lib/` of
@@ -169,10 +169,11 @@ end
 --- `target/release/` of the plugin folder itself.
 function M.bundled_library_candidates()
   local root, name = M.plugin_root(), M.library_file_name()
+  local join = require('qwen_companion.platform').join
   return {
-    root .. '/lib/' .. name,
-    vim.fn.fnamemodify(root, ':h:h') .. '/target/release/' .. name,
-    root .. '/target/release/' .. name,
+    join(join(root, 'lib'), name),
+    join(join(join(vim.fn.fnamemodify(root, ':h:h'), 'target'), 'release'), name),
+    join(join(join(root, 'target'), 'release'), name),
   }
 end
 
@@ -226,7 +227,13 @@ function M.load(path)
   end
   local ok, lib = pcall(ffi.load, path)
   if not ok then
-    return nil, string.format('qwen-companion: cannot load %s: %s', path, tostring(lib))
+    local where = ''
+    if not require('qwen_companion.platform').is_absolute(path) then -- a bare name: say what was looked for
+      where = string.format(' (looked for %s next to the plugin: %s, then in the dynamic linker\'s search path;'
+        .. ' set setup{ lib } or $QWEN_COMPANION_LIB to its path)', M.library_file_name(),
+        table.concat(M.bundled_library_candidates(), ', '))
+    end
+    return nil, string.format('qwen-companion: cannot load %s: %s%s', path, tostring(lib), where)
   end
   local abi_ok, abi_err = M.check_abi(lib)
   if not abi_ok then

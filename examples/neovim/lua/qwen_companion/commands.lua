@@ -6,6 +6,7 @@
 --   :QwenStop             stop it
 --   :QwenStatus           show its state
 --   :QwenRun [args]       a :terminal split running `terminal.cmd` (qwen) with the companion's env
+--   :QwenEnv [shell]      copy the lines that set that env in a shell outside Neovim
 --   :QwenDiffAccept [path] / :QwenDiffReject [path]
 --
 -- Other modules add theirs with the same prefix (`:QwenPlugin`, `:QwenSend`, ...).
@@ -50,6 +51,22 @@ function M.define()
   cmd('QwenRun', function(a)
     report(require('qwen_companion.terminal').run(a.fargs))
   end, { nargs = '*', desc = 'Run Qwen Code in a :terminal split with the companion env' })
+
+  cmd('QwenEnv', function(a)
+    local lines, err = require('qwen_companion.terminal').env_lines(a.args ~= '' and a.args or nil)
+    if report(lines, err) then
+      local text = table.concat(lines, '\n') .. '\n'
+      vim.fn.setreg('"', text)
+      pcall(vim.fn.setreg, '+', text) -- no clipboard provider: the unnamed register has it
+      vim.notify('qwen-companion: copied; run these in your shell, then qwen:\n' .. text)
+    end
+  end, {
+    nargs = '?',
+    complete = function()
+      return { 'posix', 'fish', 'powershell', 'cmd' }
+    end,
+    desc = 'Copy the lines that set the Qwen Code variables in a shell outside Neovim',
+  })
 
   cmd('QwenDiffAccept', function(a)
     report(qc().accept(a.args))

@@ -40,6 +40,9 @@ function M.defaults()
     terminal = {
       cmd = 'qwen', -- a string (run by the shell) or a list (argv)
       split = 'botright split', -- the Ex command that opens the window
+      -- :QwenEnv's syntax: 'auto' (PowerShell on Windows; else fish or a
+      -- POSIX shell after $SHELL), 'posix', 'fish', 'powershell' or 'cmd'
+      shell = 'auto',
     },
   }
 end
@@ -98,6 +101,12 @@ local PLUGINS = {
 local TERMINAL = {
   cmd = { cmd_value, 'nil, a non-empty string or a list of strings' },
   split = { optional('string') },
+  shell = {
+    function(v)
+      return v == nil or v == 'auto' or vim.tbl_contains(require('qwen_companion.platform').SHELLS, v)
+    end,
+    "nil, 'auto', 'posix', 'fish', 'powershell' or 'cmd'",
+  },
 }
 
 local function check(prefix, spec, t)

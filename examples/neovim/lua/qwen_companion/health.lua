@@ -7,6 +7,7 @@
 -- MCP registration, and the running companion.
 
 local M = {}
+local platform = require('qwen_companion.platform')
 
 -- vim.health (0.10: start/ok/...; 0.8/0.9: report_*), else 0.7's `health`.
 local function reporter()
@@ -79,7 +80,7 @@ end
 --- The settings file Qwen Code reads for the user: $QWEN_HOME/settings.json,
 --- else ~/.qwen/settings.json.
 function M.settings_path()
-  return require('qwen_companion.plugins').qwen_home() .. '/settings.json'
+  return require('qwen_companion.platform').join(require('qwen_companion.plugins').qwen_home(), 'settings.json')
 end
 
 --- Whether IDE mode is on in `path`: true, false (with a reason), or nil
@@ -117,9 +118,9 @@ function M.lock_dir()
   end
   local home = os.getenv('QWEN_HOME')
   if home and home ~= '' then
-    return require('qwen_companion.plugins').qwen_home() .. '/ide', '$QWEN_HOME/ide'
+    return platform.join(require('qwen_companion.plugins').qwen_home(), 'ide'), '$QWEN_HOME/ide'
   end
-  return vim.fn.expand('~') .. '/.qwen/ide', '~/.qwen/ide'
+  return platform.join(platform.join(vim.fn.expand('~'), '.qwen'), 'ide'), '~/.qwen/ide'
 end
 
 function M.check()
@@ -139,8 +140,11 @@ function M.check()
 
   r.start('Library')
   local path, origin = capi.library_path(qc.config.lib)
-  r.info(string.format('path: %s (from %s)', path, origin))
-  if path:sub(1, 1) == '/' and vim.fn.filereadable(path) == 0 then
+  r.info(string.format('path: %s (from %s); on %s the library file is %s', path, origin, jit.os, capi.library_file_name()))
+  if origin == 'next to the plugin' or origin == "the dynamic linker's search path" then
+    r.info('looked for ' .. capi.library_file_name() .. ' in: ' .. table.concat(capi.bundled_library_candidates(), ', '))
+  end
+  if platform.is_absolute(path) and vim.fn.filereadable(path) == 0 then
     r.error('no library at ' .. path, { 'build it: cargo build --release --lib (in the repository)' })
   end
   local lib, err = capi.load(path)
@@ -152,6 +156,18 @@ function M.check()
       'build it: cargo build --release --lib --bin qc-mcp-bridge',
       "or point setup{ lib = '/path/to/" .. capi.library_file_name() .. "' } at it",
     })
+  end
+
+  local bridge = lib and require('qwen_companion.plugins').bridge_next_to(path)
+  if bridge and vim.fn.filereadable(bridge) == 1 then
+    r.ok('plugin tools bridge: ' .. bridge)
+  elseif bridge then
+    r.warn('no ' .. platform.bridge_file_name() .. ' next to the library (' .. bridge .. '): plugin tools cannot reach Qwen Code',
+      { 'build it: cargo build --release --lib --bin qc-mcp-bridge' })
+  end
+  if platform.event_watch_method() == 'timer' then
+    r.info(string.format('events: libuv cannot watch a Windows event handle, so a timer takes them every %d ms',
+      platform.WINDOWS_EVENT_INTERVAL_MS))
   end
 
   r.start('Lock directory')

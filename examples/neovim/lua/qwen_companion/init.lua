@@ -608,12 +608,8 @@ local function watch_events(st)
   if not ok then
     return nil, err
   end
-  local poll, perr = uv.new_poll(tonumber(fd[0]))
-  if not poll then
-    return nil, 'cannot watch the event fd: ' .. tostring(perr)
-  end
-  st.event_fd, st.poll = tonumber(fd[0]), poll
-  local sok, serr = poll:start('r', function(e)
+  st.event_fd = tonumber(fd[0])
+  local watch, werr = require('qwen_companion.platform').watch_events(st.event_fd, function(e)
     if e then
       st.last_error = 'event fd: ' .. tostring(e)
     end
@@ -622,9 +618,10 @@ local function watch_events(st)
       st.last_error = derr
     end
   end)
-  if not sok then
-    return nil, 'cannot watch the event fd: ' .. tostring(serr)
+  if not watch then
+    return nil, werr
   end
+  st.poll = watch -- a poll on the descriptor, or a timer on Windows
   return true
 end
 

@@ -242,7 +242,13 @@ function M.start()
   local fd = ffi.new('int32_t[1]')
   ok, err = capi.call(lib, 'qc_participant_enable_events', st.p, fd)
   if ok then
-    st.poll, err = uv.new_poll(tonumber(fd[0]))
+    -- a poll on the descriptor, or a timer on Windows (platform.watch_events)
+    st.poll, err = require('qwen_companion.platform').watch_events(tonumber(fd[0]), function()
+      local dok, derr = pcall(drain, st)
+      if not dok then
+        st.last_error = derr
+      end
+    end)
     ok = st.poll ~= nil
   end
   if not ok then
@@ -250,12 +256,6 @@ function M.start()
     return nil, 'cannot watch the participant: ' .. tostring(err)
   end
   P = st
-  st.poll:start('r', function()
-    local dok, derr = pcall(drain, st)
-    if not dok then
-      st.last_error = derr
-    end
-  end)
   local cwd = vim.fn.getcwd(-1, -1)
   local session, rerr = ext.out_json(lib, 'qc_participant_register', st.p, vim.json.encode({ name = M.name(), cwd = cwd }))
   if not session then
@@ -351,7 +351,7 @@ function M.sessions()
   for _, s in ipairs(ext.out_json(st.lib, 'qc_participant_sessions_json', st.p) or {}) do
     own[#own + 1] = s.sessionId
   end
-  return model.session_items(records, own, now_ms(), vim.env.HOME)
+  return model.session_items(records, own, now_ms(), (vim.uv or vim.loop).os_homedir())
 end
 
 --- Sends `text` to `address`. Returns the send result (`{msgId, address,

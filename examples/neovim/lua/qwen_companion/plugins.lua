@@ -26,6 +26,7 @@
 
 local ffi = require('ffi')
 local capi = require('qwen_companion.capi')
+local platform = require('qwen_companion.platform')
 
 local uv = vim.uv or vim.loop
 
@@ -49,9 +50,9 @@ M.SERVER_NAME = 'qwen-companion-plugins'
 function M.qwen_home()
   local h = os.getenv('QWEN_HOME')
   if h and h ~= '' then
-    return vim.fn.fnamemodify(vim.fn.expand(h), ':p'):gsub('(.)/$', '%1')
+    return (vim.fn.fnamemodify(vim.fn.expand(h), ':p'):gsub('([^:/\\])[/\\]$', '%1'))
   end
-  return vim.fn.expand('~') .. '/.qwen'
+  return platform.join(vim.fn.expand('~'), '.qwen')
 end
 
 function Host:call(name, ...)
@@ -205,18 +206,21 @@ function M.show_notification(req)
   return { shown = true }
 end
 
---- Copies the bridge to <qwen home>/companion/bin/qc-mcp-bridge (the
---- settings entry names that stable path, so moving or rebuilding the
---- plugin never breaks it). The copy keeps the source's modification time;
---- it is made again only when size or time differ. Returns the copy's
---- path, or nil and a message.
-function M.install_bridge(src, qwen_home)
+--- Copies the bridge to <qwen home>/companion/bin/qc-mcp-bridge (.exe on
+--- Windows; the settings entry names that stable path, so moving or
+--- rebuilding the plugin never breaks it). The copy keeps the source's
+--- modification time; it is made again only when size or time differ.
+--- Windows cannot overwrite a bridge a running qwen has started, but can
+--- rename it: there the old one is moved aside (`<name>.old-<pid>`) and
+--- removed once it is free. Returns the copy's path, or nil and a message.
+function M.install_bridge(src, qwen_home, os_name)
+  local name = platform.bridge_file_name(os_name)
   local sst = uv.fs_stat(src)
   if not sst or sst.type ~= 'file' then
-    return nil, 'no qc-mcp-bridge at ' .. src .. ' (build it: cargo build --release --lib --bin qc-mcp-bridge)'
+    return nil, 'no ' .. name .. ' at ' .. src .. ' (build it: cargo build --release --lib --bin qc-mcp-bridge)'
   end
-  local dir = qwen_home .. '/companion/bin'
-  local dst = dir .. '/qc-mcp-bridge'
+  local dir = platform.join(platform.join(qwen_home, 'companion', os_name), 'bin', os_name)
+  local dst = platform.join(dir, name, os_name)
   local dst_st = uv.fs_stat(dst)
   if dst_st and dst_st.size == sst.size and dst_st.mtime.sec == sst.mtime.sec and uv.fs_access(dst, 'X') then
     return dst
@@ -224,7 +228,13 @@ function M.install_bridge(src, qwen_home)
   if vim.fn.isdirectory(dir) == 0 and vim.fn.mkdir(dir, 'p', tonumber('700', 8)) == 0 then
     return nil, 'cannot create ' .. dir
   end
-  local tmp = string.format('%s/.qc-mcp-bridge.%d.tmp', dir, uv.os_getpid())
+  local function remove_old()
+    for _, old in ipairs(vim.fn.glob(vim.fn.fnameescape(dst) .. '.old-*', true, true)) do
+      os.remove(old) -- fails while that bridge still runs: a later install removes it
+    end
+  end
+  remove_old()
+  local tmp = platform.join(dir, string.format('.%s.%d.tmp', name, uv.os_getpid()), os_name)
   local ok, err = uv.fs_copyfile(src, tmp)
   if ok then
     ok, err = uv.fs_chmod(tmp, tonumber('755', 8))
@@ -234,6 +244,14 @@ function M.install_bridge(src, qwen_home)
   end
   if ok then
     ok, err = uv.fs_rename(tmp, dst)
+    if not ok and platform.is_windows(os_name) and dst_st then
+      local aside = string.format('%s.old-%d', dst, uv.os_getpid())
+      ok, err = uv.fs_rename(dst, aside)
+      if ok then
+        ok, err = uv.fs_rename(tmp, dst)
+        remove_old()
+      end
+    end
   end
   if not ok then
     os.remove(tmp)
@@ -242,12 +260,13 @@ function M.install_bridge(src, qwen_home)
   return dst
 end
 
---- The `qc-mcp-bridge` built next to the library at `libpath` (absolute), or nil.
-function M.bridge_next_to(libpath)
-  if not libpath or libpath:sub(1, 1) ~= '/' then
+--- The `qc-mcp-bridge` (.exe on Windows) built next to the library at
+--- `libpath` (absolute), or nil.
+function M.bridge_next_to(libpath, os_name)
+  if not platform.is_absolute(libpath, os_name) then
     return nil
   end
-  return vim.fn.fnamemodify(libpath, ':h') .. '/qc-mcp-bridge'
+  return platform.join(platform.dirname(libpath, os_name), platform.bridge_file_name(os_name), os_name)
 end
 
 --- Starts a plugin host (pull mode, show_notification answered, MCP server
@@ -280,16 +299,10 @@ function M.start(opts)
 
   local fd = ffi.new('int32_t[1]')
   ok, err = host:call('qc_plugin_host_enable_events', fd)
-  local poll, perr
   if ok then
-    poll, perr = uv.new_poll(tonumber(fd[0]))
-    if not poll then
-      ok, err = nil, 'cannot watch the plugin host event fd: ' .. tostring(perr)
-    end
-  end
-  if ok then
-    host.poll, host.event_fd = poll, tonumber(fd[0])
-    local sok, serr = poll:start('r', function(e)
+    host.event_fd = tonumber(fd[0])
+    -- a poll on the descriptor, or a timer on Windows (platform.watch_events)
+    local watch, werr = platform.watch_events(host.event_fd, function(e)
       if e then
         host.last_error = 'plugin host event fd: ' .. tostring(e)
       end
@@ -298,8 +311,10 @@ function M.start(opts)
         host.last_error = derr
       end
     end)
-    if not sok then
-      ok, err = nil, 'cannot watch the plugin host event fd: ' .. tostring(serr)
+    if watch then
+      host.poll = watch
+    else
+      ok, err = nil, 'cannot watch the plugin host events: ' .. tostring(werr)
     end
   end
   if ok then
@@ -333,8 +348,8 @@ end
 function M.register(lib, libpath, always_load_tools)
   local src = M.bridge_next_to(libpath)
   if not src then
-    return nil, 'cannot find qc-mcp-bridge: the library was loaded by name (' .. tostring(libpath)
-      .. '); set setup{ lib = "/abs/path/libqwen_companion.so" }'
+    return nil, 'cannot find ' .. platform.bridge_file_name() .. ': the library was loaded by name (' .. tostring(libpath)
+      .. '); set setup{ lib = "/abs/path/' .. platform.library_file_name() .. '" }'
   end
   local bridge, berr = M.install_bridge(src, M.qwen_home())
   if not bridge then

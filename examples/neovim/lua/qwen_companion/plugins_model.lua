@@ -296,7 +296,7 @@ end
 --- The file card of a result (`details.filePath`, absolute), or nil.
 function M.file_card(result)
   local d = type(result) == 'table' and result.details
-  if type(d) == 'table' and type(d.filePath) == 'string' and d.filePath:sub(1, 1) == '/' then
+  if type(d) == 'table' and type(d.filePath) == 'string' and require('qwen_companion.platform').is_absolute(d.filePath) then
     return { path = d.filePath, name = d.fileName or vim.fn.fnamemodify(d.filePath, ':t') }
   end
 end

@@ -90,10 +90,10 @@ function M.list()
     return nil, lerr
   end
   local dir = ext.out_string(H.lib, 'qc_plugin_host_plugins_dir', H.h)
-  local st = dir and read_json(dir .. '/state.json') or {}
+  local st = dir and read_json(require('qwen_companion.platform').join(dir, 'state.json')) or {}
   for _, p in ipairs(list) do
     if p.manifest == nil and dir then
-      p.manifest = read_json(dir .. '/installed/' .. p.id .. '/manifest.json')
+      p.manifest = read_json(table.concat({ dir, 'installed', p.id, 'manifest.json' }, require('qwen_companion.platform').is_windows() and '\\' or '/'))
     end
     p.manifest = p.manifest or {}
     p.values = (st.plugins and st.plugins[p.id] and st.plugins[p.id].config) or {}

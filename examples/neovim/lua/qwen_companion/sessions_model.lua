@@ -71,7 +71,7 @@ local function home_relative(path, home)
   if type(path) ~= 'string' then
     return '?'
   end
-  if home and home ~= '' and path:sub(1, #home) == home and (path:sub(#home + 1, #home + 1) == '/' or #path == #home) then
+  if home and home ~= '' and path:sub(1, #home) == home and (path:sub(#home + 1, #home + 1):match('^[/\\]$') or #path == #home) then
     return '~' .. path:sub(#home + 1)
   end
   return path
@@ -185,13 +185,28 @@ function M.receipt_text(r)
   return string.format('message to %s: %s%s', to, st, why and (' (' .. tostring(why) .. ')') or ''), warn
 end
 
+-- A reference: path characters (`/` and, for Windows paths, `\`), `:line`, `:col`.
+local REF = '([%w%._/\\~%-]+):(%d+):?(%d*)'
+
 --- The `path:line` (or `path:line:col`) references of `text`, in order,
---- without duplicates: `{ {path=, line=, col=} }`. A path has a `/` or an
---- extension, so times (`10:30`) and URLs (`http://x:80`) are not taken.
+--- without duplicates: `{ {path=, line=, col=} }`. A path has a `/` (or a
+--- `\`) or an extension, so times (`10:30`) and URLs (`http://x:80`) are not
+--- taken. A Windows drive (`C:\src\a.lua:3`) stays part of the path.
 function M.file_refs(text)
   local refs, seen = {}, {}
-  for path, line, col in tostring(text or ''):gmatch('([%w%._/~%-]+):(%d+):?(%d*)') do
-    local ok = (path:find('/', 1, true) or path:find('%.[%a][%w]*$')) and not path:find('^%d+$')
+  text = tostring(text or '')
+  local init = 1
+  while true do
+    local s, e, path, line, col = text:find(REF, init)
+    if not s then
+      break
+    end
+    init = e + 1
+    local drive = s > 2 and text:sub(s - 2, s - 1):match('^%a:$') and (s == 3 or not text:sub(s - 3, s - 3):match('[%w_]'))
+    if drive and path:find('^[\\/]') then
+      path = text:sub(s - 2, s - 1) .. path
+    end
+    local ok = (path:find('[/\\]') or path:find('%.[%a][%w]*$')) and not path:find('^%d+$')
     if ok and not path:find('^//') then
       local key = path .. ':' .. line
       if not seen[key] then
@@ -207,13 +222,15 @@ end
 function M.file_ref_at(line, col)
   local init = 1
   while true do
-    local s, e, path, lnum, c = line:find('([%w%._/~%-]+):(%d+):?(%d*)', init)
+    local s, e, path, lnum, c = line:find(REF, init)
     if not s then
       return nil
     end
-    if col >= s and col <= e then
-      local refs = M.file_refs(path .. ':' .. lnum .. (c ~= '' and (':' .. c) or ''))
-      return refs[1]
+    if col >= s - 2 and col <= e then
+      local refs = M.file_refs(line:sub(math.max(1, s - 3), e)) -- with a drive letter before it, if any
+      if refs[1] and (col >= s or refs[1].path:match('^%a:')) then
+        return refs[1]
+      end
     end
     init = e + 1
   end

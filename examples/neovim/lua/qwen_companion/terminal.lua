@@ -2,7 +2,8 @@
 -- (setup{ terminal = { cmd = 'qwen', split = 'botright split' } }) with the
 -- companion's variables (and the plugin MCP server's, and those of
 -- add_terminal_env providers) passed to the job explicitly, in the
--- workspace root. Starts the companion first when it is not running.
+-- workspace root. Starts the companion first when it is not running. And
+-- :QwenEnv's lines, for a shell outside Neovim (platform.env_lines).
 
 local M = {}
 
@@ -19,6 +20,24 @@ function M.command(cmd, args)
   end
   local argv = vim.list_extend({}, cmd)
   return vim.list_extend(argv, args)
+end
+
+--- The lines that set the terminal variables (qwen_companion.terminal_env())
+--- in a shell started outside Neovim (:QwenEnv): `shell` ('posix', 'fish',
+--- 'powershell', 'cmd'), else setup's terminal.shell ('auto': PowerShell on
+--- Windows, else after $SHELL). Returns the list, or nil and a message (not
+--- running; cmd cannot carry a line break, `"` or `%`).
+function M.env_lines(shell)
+  local qc = require('qwen_companion')
+  if not qc.status() then
+    return nil, 'not running (:QwenStart)'
+  end
+  local platform = require('qwen_companion.platform')
+  local chosen, err = platform.shell_for(shell or (qc.config.terminal or {}).shell)
+  if not chosen then
+    return nil, err
+  end
+  return platform.env_lines(qc.terminal_env(), chosen)
 end
 
 --- Opens the split and starts the command. Returns true and

@@ -13,7 +13,7 @@ The entry starts the ``qc-mcp-bridge`` executable, which holds no port and no
 token: it finds the running host through the lock file the MCP server writes
 (``<qwen home>/companion/plugins-mcp/<pid>.lock``), so the entry stays valid
 across restarts. The bridge built next to the library is copied to
-``<qwen home>/companion/bin/qc-mcp-bridge`` (a place that survives package
+``<qwen home>/companion/bin/qc-mcp-bridge`` (``.exe`` on Windows; a place that survives package
 updates) unless the setting ``mcp_bridge_path`` names one.
 
 Errors (no library, a bad plugins directory, a settings file Qwen Code could
@@ -27,7 +27,11 @@ import threading
 
 import sublime
 
-BRIDGE_NAME = "qc-mcp-bridge"
+
+
+def bridge_name(qc):
+    """``qc-mcp-bridge`` (``qc-mcp-bridge.exe`` on Windows), from the binding ``qc``."""
+    return qc.platforms.bridge_file_name()
 
 
 def _same_file(a, b):
@@ -39,25 +43,55 @@ def _same_file(a, b):
     return sa.st_size == sb.st_size and sa.st_mtime_ns == sb.st_mtime_ns
 
 
-def install_bridge(source, dest):
+def install_bridge(source, dest, windows=None):
     """Copies the bridge ``source`` to ``dest`` (atomically, mode 0755, with
     the source's modification time; its folder 0700) unless ``dest`` already
-    has the source's size and modification time. Returns ``dest``."""
+    has the source's size and modification time. Returns ``dest``.
+
+    Windows cannot overwrite an executable that a running ``qwen`` has
+    started, but it can rename it: there (``windows``, default: this OS) the
+    old bridge is moved aside to ``<dest>.old-<pid>`` first and removed when
+    it no longer runs (now or at a later install)."""
+    if windows is None:
+        windows = os.name == "nt"
     if os.path.isfile(dest) and _same_file(source, dest):
         return dest
     folder = os.path.dirname(dest)
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o700)
+    _remove_old_bridges(dest)
     tmp = "{}.tmp-{}".format(dest, os.getpid())
     try:
         shutil.copyfile(source, tmp)
         shutil.copystat(source, tmp)
         os.chmod(tmp, 0o755)
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except PermissionError:
+            if not windows or not os.path.exists(dest):
+                raise
+            os.replace(dest, "{}.old-{}".format(dest, os.getpid()))
+            os.replace(tmp, dest)
+            _remove_old_bridges(dest)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return dest
+
+
+def _remove_old_bridges(dest):
+    """Removes the ``<dest>.old-*`` copies that no running process holds."""
+    folder, base = os.path.split(dest)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(base + ".old-"):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass  # still running (Windows): a later install removes it
 
 
 class PluginHostManager(object):
@@ -197,13 +231,14 @@ class PluginHostManager(object):
         configured = s.get("mcp_bridge_path")
         if configured:
             return os.path.abspath(os.path.expanduser(configured))
-        built = os.path.join(os.path.dirname(qc.load_library(library).path), BRIDGE_NAME)
+        name = bridge_name(qc)
+        built = os.path.join(os.path.dirname(qc.load_library(library).path), name)
         if not os.path.isfile(built):
             raise OSError("no {} next to the library {} (set mcp_bridge_path)".format(
-                BRIDGE_NAME, qc.load_library(library).path))
+                name, qc.load_library(library).path))
         # <qwen home>/companion/plugins-mcp/<pid>.lock -> <qwen home>/companion/bin
         companion_dir = os.path.dirname(os.path.dirname(self.mcp["lockFile"]))
-        return install_bridge(built, os.path.join(companion_dir, "bin", BRIDGE_NAME))
+        return install_bridge(built, os.path.join(companion_dir, "bin", name))
 
     def _register(self, qc, library, s):
         try:

@@ -249,7 +249,7 @@ class QwenCompanionLibrary private constructor(
             val (target, how) = when {
                 explicitPath != null && explicitPath.isNotBlank() -> Pair(explicitPath, "the explicit path")
                 env != null && env.isNotBlank() -> Pair(env, "\$$ENV_VAR")
-                else -> Pair(LIBRARY_NAME, "JNA's search (jna.library.path=${System.getProperty("jna.library.path") ?: "<unset>"}, then system paths)")
+                else -> Pair(LIBRARY_NAME, "JNA's search for ${QcPlatform.libraryFileName()} (jna.library.path=${System.getProperty("jna.library.path") ?: "<unset>"}, then system paths)")
             }
             val key = if (target == LIBRARY_NAME) target else File(target).absolutePath
             loaded[key]?.let { return it }
@@ -263,7 +263,7 @@ class QwenCompanionLibrary private constructor(
                 } catch (e: Throwable) {
                     throw QwenCompanionException.Load(
                         "cannot load the qwen-companion library via $how: ${e.message}. " +
-                            "Pass an explicit path, set $ENV_VAR to the library file, or run with -Djna.library.path=<dir of lib$LIBRARY_NAME>.",
+                            "Pass an explicit path, set $ENV_VAR to the library file, or run with -Djna.library.path=<the folder of ${QcPlatform.libraryFileName()}>.",
                         e
                     )
                 }

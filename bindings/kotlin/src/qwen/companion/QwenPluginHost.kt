@@ -546,13 +546,31 @@ class QwenPluginHost private constructor(
     // ---- pull mode ---------------------------------------------------------------------
 
     /**
-     * Switches to pull mode: returns a file descriptor (owned by the library)
-     * readable while events wait; then no event or capability handler runs.
+     * Switches to pull mode and returns the event handle (owned by the
+     * library): on Linux and macOS a file descriptor readable while events
+     * wait, on Windows an event `HANDLE` carried in the `int32_t` (see
+     * [QcPlatform.handleFromInt32]). Then no event or capability handler runs:
+     * wait with [waitEvent] (or your own loop) and take events with [nextEvent].
      */
     fun enableEvents(): Int {
         val fd = IntByReference()
         handle.call("qc_plugin_host_enable_events") { h, err -> n.qc_plugin_host_enable_events(h, fd, err) }
+        eventHandle = fd.value
         return fd.value
+    }
+
+    @Volatile
+    private var eventHandle: Int? = null
+
+    /**
+     * Waits at most [timeoutMs] (negative: no limit) until events wait in pull
+     * mode: `poll` on the descriptor on Linux and macOS, `WaitForSingleObject`
+     * on the event handle on Windows. Returns true when events wait.
+     * @throws QwenCompanionException.Call (`QC_REFUSED`) before [enableEvents].
+     */
+    fun waitEvent(timeoutMs: Int): Boolean {
+        val h = eventHandle ?: throw QwenCompanionException.Call("waitEvent", QcStatus.REFUSED.code, "waitEvent needs pull mode: call enableEvents first")
+        return QcPlatform.waitEventHandle(h, timeoutMs)
     }
 
     /** The next queued event (pull mode) or null; capability requests come as `host_request` events. */

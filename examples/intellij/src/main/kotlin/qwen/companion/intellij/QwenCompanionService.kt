@@ -20,6 +20,7 @@ import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
 import com.intellij.openapi.util.Disposer
 import com.intellij.openapi.vfs.LocalFileSystem
+import qwen.companion.QcPlatform
 import qwen.companion.QwenCompanionLibrary
 import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
@@ -239,7 +240,7 @@ class QwenCompanionService(private val project: Project) : Disposable {
             val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
             if (env != null && env.isNotBlank()) return env
             val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
-            val bundled = plugin.pluginPath.resolve("native").resolve(System.mapLibraryName(QwenCompanionLibrary.LIBRARY_NAME))
+            val bundled = plugin.pluginPath.resolve("native").resolve(QcPlatform.libraryFileName())
             return if (Files.isRegularFile(bundled)) bundled.toString() else null
         }
     }

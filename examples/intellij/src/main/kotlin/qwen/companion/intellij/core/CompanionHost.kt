@@ -1,5 +1,6 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.QcPlatform
 import qwen.companion.LogLevel
 import qwen.companion.QwenCompanion
 import qwen.companion.QwenCompanionConfig
@@ -61,14 +62,22 @@ object TerminalEnv {
         for ((k, v) in env) target[k] = v
     }
 
-    /** POSIX shell lines (`export K='v'`) to paste into an external terminal. */
-    fun shellExports(env: Map<String, String>): String {
-        val sb = StringBuilder()
-        for ((k, v) in env) {
-            require(k.matches(Regex("[A-Za-z_][A-Za-z0-9_]*"))) { "not a variable name: $k" }
-            sb.append("export ").append(k).append("='").append(v.replace("'", "'\\''")).append("'\n")
-        }
-        return sb.toString()
+    /**
+     * The lines to paste into a terminal the IDE did not start, in the syntax
+     * of [shellSetting] ("auto", "posix", "fish", "powershell", "cmd"); "auto"
+     * follows [shellPath] (the IDE terminal's configured shell), else the OS
+     * (PowerShell on Windows, `$SHELL` elsewhere). One line per variable.
+     * Throws [IllegalArgumentException] for a value that shell cannot carry
+     * (cmd: a line break, `"` or `%`) or an unknown setting.
+     */
+    fun shellLines(
+        env: Map<String, String>,
+        shellSetting: String? = "auto",
+        shellPath: String? = null,
+        os: QcPlatform.Os = QcPlatform.current()
+    ): String {
+        val shell = if (shellPath.isNullOrBlank()) QcPlatform.shellFor(shellSetting, os) else QcPlatform.shellFor(shellSetting, os, shellPath)
+        return QcPlatform.envLines(env, shell).joinToString("") { it + "\n" }
     }
 }
 

@@ -1,5 +1,6 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.QcPlatform
 import qwen.companion.LogLevel
 import qwen.companion.QwenCompanionException
 import qwen.companion.QwenCompanionLibrary
@@ -60,29 +61,53 @@ object QwenHome {
 }
 
 /**
- * Copies `qc-mcp-bridge` to a stable place: the `mcpServers` entry names the
- * executable, and the plugin's own folder moves with every plugin update.
- * The copy is atomic (temporary file + rename) and only made when the
- * content differs, so a running bridge is never overwritten in place.
+ * Copies `qc-mcp-bridge` (`qc-mcp-bridge.exe` on Windows) to a stable place:
+ * the `mcpServers` entry names the executable, and the plugin's own folder
+ * moves with every plugin update. The copy is atomic (temporary file +
+ * rename) and only made when the content differs, so a running bridge is
+ * never overwritten in place. Windows refuses to replace an executable a
+ * running `qwen` has started but lets it be renamed: there the old bridge is
+ * moved aside (`<name>.old-<pid>`) and removed once no process runs it.
  */
 object BridgeInstaller {
-    const val NAME = "qc-mcp-bridge"
+    /** The bridge's file name on this OS ([QcPlatform.bridgeFileName]). */
+    val NAME: String get() = QcPlatform.bridgeFileName()
 
-    /** Installs [source] into [destDir]; returns the installed path. */
-    fun install(source: File, destDir: File): File {
+    /** Installs [source] into [destDir]; returns the installed path. [windows] and [move] are for tests. */
+    fun install(
+        source: File,
+        destDir: File,
+        windows: Boolean = QcPlatform.current() == QcPlatform.Os.WINDOWS,
+        move: (java.nio.file.Path, java.nio.file.Path) -> Unit = { a, b ->
+            Files.move(a, b, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+        }
+    ): File {
         if (!source.isFile) throw IOException("the MCP bridge $source does not exist")
         if (!destDir.isDirectory && !destDir.mkdirs()) throw IOException("cannot create $destDir")
         val dest = File(destDir, source.name)
         if (dest.isFile && dest.canExecute() && sameContent(source, dest)) return dest
+        removeOld(dest)
         val tmp = File.createTempFile(".${source.name}.", ".tmp", destDir)
         try {
             Files.copy(source.toPath(), tmp.toPath(), StandardCopyOption.REPLACE_EXISTING)
             if (!tmp.setExecutable(true, false) || !tmp.setReadable(true, false)) throw IOException("cannot make $tmp executable")
-            Files.move(tmp.toPath(), dest.toPath(), StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE)
+            try {
+                move(tmp.toPath(), dest.toPath())
+            } catch (e: java.nio.file.FileSystemException) {
+                if (!windows || !dest.exists()) throw e
+                move(dest.toPath(), File(destDir, "${dest.name}.old-${ProcessHandle.current().pid()}").toPath())
+                move(tmp.toPath(), dest.toPath())
+                removeOld(dest)
+            }
         } finally {
             tmp.delete()
         }
         return dest
+    }
+
+    /** Deletes the `<dest>.old-*` copies no running process holds (Windows keeps the others). */
+    private fun removeOld(dest: File) {
+        dest.parentFile?.listFiles()?.filter { it.name.startsWith(dest.name + ".old-") }?.forEach { it.delete() }
     }
 
     private fun sameContent(a: File, b: File): Boolean = a.length() == b.length() && digest(a).contentEquals(digest(b))

@@ -1,5 +1,6 @@
 package qwen.companion.intellij.core.sessions
 
+import qwen.companion.QcPlatform
 import java.io.File
 
 /** The participant's name: `intellij-<project>`, sanitised so it is a plain, unambiguous address. */
@@ -45,8 +46,9 @@ data class PathLine(val path: String, val line: Int, val column: Int?) {
     override fun toString(): String = "$path:$line" + if (column != null) ":$column" else ""
 
     companion object {
-        // A path (absolute, ./, ../, ~/ or relative with a slash or an extension) then :line[:col].
-        private val RE = Regex("""(?<![\w/.~-])((?:~|\.{1,2})?/?[\w.@+-]+(?:/[\w.@+-]+)*):(\d{1,7})(?::(\d{1,5}))?(?![\w:])""")
+        // A path (absolute, ./, ../, ~/ or relative with a slash or an extension; on Windows also
+        // with backslashes and a drive, C:\src\a.kt) then :line[:col].
+        private val RE = Regex("""(?<![\w/\\.~-])((?:[A-Za-z]:[\\/])?(?:~|\.{1,2})?[\\/]?[\w.@+-]+(?:[\\/][\w.@+-]+)*):(\d{1,7})(?::(\d{1,5}))?(?![\w:])""")
 
         /**
          * Every `path:line[:column]` in [text], in order, without repeats.
@@ -54,30 +56,41 @@ data class PathLine(val path: String, val line: Int, val column: Int?) {
          * [home]. A bare word without `/` or `.` (`localhost:8080`) is not a path;
          * nor is a URL (`http://host:80`).
          */
-        fun findAll(text: String, baseDir: String? = null, home: String? = System.getProperty("user.home")): List<PathLine> {
+        fun findAll(
+            text: String,
+            baseDir: String? = null,
+            home: String? = System.getProperty("user.home"),
+            os: QcPlatform.Os = QcPlatform.current()
+        ): List<PathLine> {
             val out = LinkedHashSet<PathLine>()
             for (m in RE.findAll(text)) {
                 val p = m.groupValues[1]
                 val start = m.range.first
                 if (start >= 2 && text.regionMatches(start - 2, ":/", 0, 2)) continue
                 if (start >= 1 && text[start - 1] == ':') continue
-                val name = p.substringAfterLast('/')
-                if (!p.contains('/') && !name.contains('.')) continue
+                val name = p.substringAfterLast('/').substringAfterLast('\\')
+                if (!p.contains('/') && !p.contains('\\') && !name.contains('.')) continue
                 if (name.isEmpty() || name == "." || name == "..") continue
                 val line = m.groupValues[2].toInt()
                 if (line < 1) continue
                 val col = m.groupValues[3].takeIf { it.isNotEmpty() }?.toInt()?.takeIf { it >= 1 }
-                out.add(PathLine(resolve(p, baseDir, home), line, col))
+                out.add(PathLine(resolve(p, baseDir, home, os), line, col))
             }
             return ArrayList(out)
         }
 
-        fun resolve(p: String, baseDir: String?, home: String?): String = when {
-            p.startsWith("~/") && home != null -> File(home, p.substring(2)).path
-            p.startsWith("/") -> File(p).normalize().path
+        fun resolve(p: String, baseDir: String?, home: String?, os: QcPlatform.Os = QcPlatform.current()): String = when {
+            (p.startsWith("~/") || (os == QcPlatform.Os.WINDOWS && p.startsWith("~\\"))) && home != null -> File(home, p.substring(2)).path
+            isAbsolute(p, os) -> if (os == QcPlatform.current()) File(p).normalize().path else p
             baseDir != null -> File(baseDir, p).normalize().path
             else -> p
         }
+
+        /** `/x`, and on Windows `C:\x`, `C:/x` and `\\server\share`. */
+        fun isAbsolute(p: String, os: QcPlatform.Os = QcPlatform.current()): Boolean =
+            p.startsWith("/") || (os == QcPlatform.Os.WINDOWS && (WINDOWS_ABSOLUTE.containsMatchIn(p) || p.startsWith("\\\\")))
+
+        private val WINDOWS_ABSOLUTE = Regex("""^[A-Za-z]:[\\/]""")
     }
 }
 
