@@ -5,7 +5,9 @@
 # ABI tests under ASan, the Python binding + Sublime plugin (pytest, with the
 # official MCP Python SDK), the Kotlin/JNA binding, and the real Qwen Code CLI
 # end-to-end tests (IDE companion, plugin tools through the MCP bridge), the
-# plugin view server in headless Chromium, and the README's demo command itself.
+# plugin view server in headless Chromium, the README's demo command itself,
+# the macOS and Windows (MSVC) lints, and the Windows (mingw) build under Wine
+# with the real CLI on Windows Node.
 # Every suite runs even if an earlier one fails; the script exits non-zero if
 # any failed.
 set -uo pipefail
@@ -49,6 +51,8 @@ suite rust-fmt cargo fmt --all -- --check
 suite rust-clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 suite rust-tests cargo test --locked
 suite rust-release-build cargo build --release --locked
+# macOS (aarch64, x86_64) and Windows (MSVC): type-checked and linted only.
+suite cross-check bash scripts/cross-check.sh
 suite c-demo bash tests/c/run_demo_asan.sh
 suite python bash tests/python/run.sh
 suite kotlin bash bindings/kotlin/run-tests.sh
@@ -59,6 +63,11 @@ suite interop-sessions bash tests/interop/run_sessions.sh
 suite e2e-mcp-plugins bash tests/e2e/run_mcp_e2e.sh
 suite views-browser bash tests/views/run_views_browser.sh
 suite demo-smoke bash tests/demo/run_demo_smoke.sh
+# Windows (mingw): the library's tests, the C demo and the real CLI on Windows
+# Node, under Wine; then the C demo's cross-builds (mingw, reusing that debug
+# DLL; macOS with zig's clang).
+suite windows-wine bash tests/windows/run.sh
+suite c-cross env QC_WINDOWS_LIBDIR="${CARGO_TARGET_DIR:-$root/target}/x86_64-pc-windows-gnu/debug" bash tests/c/build_cross.sh
 
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
