@@ -97,7 +97,7 @@ fn bridge_path(bridge: Option<&str>) -> Result<PathBuf> {
             format!("options_json.bridge {bridge:?}: {e}"),
         )
     })?;
-    if !meta.is_file() || crate::sys::fs::mode(&meta) & 0o111 == 0 {
+    if !meta.is_file() || crate::sys::fs::mode(&path, &meta) & 0o111 == 0 {
         return Err(Error::invalid_argument(format!(
             "options_json.bridge {bridge:?} is not an executable file"
         )));
