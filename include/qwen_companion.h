@@ -20,6 +20,13 @@
  *   plugin and channel (the newest waits), and a plugin that outpaces its
  *   host is read no further until the host catches up; log lines past 4096
  *   are dropped. The counters are in qc_plugin_host_stats.
+ * - Pull mode (the three qc_*_enable_events): `*out_fd` is an int32_t on
+ *   every platform. On Linux and macOS it is a file descriptor, readable
+ *   while events wait: poll it. On Windows it is a manual-reset event HANDLE
+ *   (kernel handles fit in 32 bits): widen it with sign extension,
+ *   `(HANDLE)(intptr_t)value`, and wait with WaitForSingleObject; it is
+ *   signalled while events wait and reset by the library once the queue is
+ *   drained. Either way it is owned by the library: never close it.
  * - No function panics across the boundary (QC_PANIC is returned instead),
  *   and no panic is printed: the first library object installs a chained
  *   panic hook that sends panics of library threads (qc-*) and of threads
@@ -436,11 +443,13 @@ qc_status qc_reply_set_text(qc_reply *reply, const char *text, size_t len, char 
  * Switches the companion to pull mode, for hosts that must not be called on
  * a library thread (LuaJIT, single-threaded event loops): from now on
  * openDiff/closeDiff requests are queued as events instead of calling the
- * diff callbacks. `*out_fd` receives a file descriptor, owned by the
+ * diff callbacks. `*out_fd` receives the event handle, owned by the
  * library (do not close it; valid until `qc_companion_free`), that is
- * readable while events wait: watch it with your event loop, then call
+ * ready while events wait — a readable file descriptor on Linux and macOS,
+ * an event HANDLE on Windows (`(HANDLE)(intptr_t)*out_fd`; see the
+ * conventions at the top): watch it with your event loop, then call
  * `qc_companion_next_event` until it gives NULL. Calling it again returns
- * the same fd.
+ * the same handle.
  */
 qc_status qc_companion_enable_events(qc_companion *c, int32_t *out_fd, char **error);
 
@@ -902,10 +911,12 @@ qc_status qc_plugin_host_respond(qc_plugin_host *h,
  * Switches the host to pull mode, for hosts that must never be called on
  * a library thread (LuaJIT, single-threaded loops): from now on no event
  * or capability callback runs; events and capability requests are queued.
- * `*out_fd` receives a file descriptor owned by the library (do not close
- * it; valid until `qc_plugin_host_free`) that is readable while events
- * wait: watch it, then call `qc_plugin_host_next_event` until it gives
- * NULL. Calling it again returns the same fd. Log and `_call_async`
+ * `*out_fd` receives the event handle, owned by the library (do not close
+ * it; valid until `qc_plugin_host_free`), that is ready while events wait
+ * — a readable file descriptor on Linux and macOS, an event HANDLE on
+ * Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
+ * watch it, then call `qc_plugin_host_next_event` until it gives NULL.
+ * Calling it again returns the same handle. Log and `_call_async`
  * callbacks still run on the callback thread.
  */
 qc_status qc_plugin_host_enable_events(qc_plugin_host *h, int32_t *out_fd, char **error);
@@ -1213,10 +1224,12 @@ qc_status qc_participant_set_held_callback(qc_participant *p,
  * delivered messages, receipts and hold-buffer changes are queued instead
  * of given to the message, receipt and held callbacks (setting one of those
  * then fails `QC_REFUSED`; messages accepted before are handed over to the
- * queue). `*out_fd` receives a file descriptor owned by the library (do not
- * close it; valid until `qc_participant_free`) that is readable while
- * events wait: watch it, then call `qc_participant_next_event` until it
- * gives NULL. Calling it again returns the same fd. The log callback still
+ * queue). `*out_fd` receives the event handle, owned by the library (do not
+ * close it; valid until `qc_participant_free`), that is ready while events
+ * wait — a readable file descriptor on Linux and macOS, an event HANDLE on
+ * Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
+ * watch it, then call `qc_participant_next_event` until it gives NULL.
+ * Calling it again returns the same handle. The log callback still
  * runs on the callback thread.
  */
 qc_status qc_participant_enable_events(qc_participant *p, int32_t *out_fd, char **error);

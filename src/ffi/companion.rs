@@ -527,11 +527,13 @@ pub unsafe extern "C" fn qc_reply_set_text(
 /// Switches the companion to pull mode, for hosts that must not be called on
 /// a library thread (LuaJIT, single-threaded event loops): from now on
 /// openDiff/closeDiff requests are queued as events instead of calling the
-/// diff callbacks. `*out_fd` receives a file descriptor, owned by the
+/// diff callbacks. `*out_fd` receives the event handle, owned by the
 /// library (do not close it; valid until `qc_companion_free`), that is
-/// readable while events wait: watch it with your event loop, then call
+/// ready while events wait — a readable file descriptor on Linux and macOS,
+/// an event HANDLE on Windows (`(HANDLE)(intptr_t)*out_fd`; see the
+/// conventions at the top): watch it with your event loop, then call
 /// `qc_companion_next_event` until it gives NULL. Calling it again returns
-/// the same fd.
+/// the same handle.
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_enable_events(
     c: *mut qc_companion,

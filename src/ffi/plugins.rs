@@ -791,10 +791,12 @@ pub unsafe extern "C" fn qc_plugin_host_respond(
 /// Switches the host to pull mode, for hosts that must never be called on
 /// a library thread (LuaJIT, single-threaded loops): from now on no event
 /// or capability callback runs; events and capability requests are queued.
-/// `*out_fd` receives a file descriptor owned by the library (do not close
-/// it; valid until `qc_plugin_host_free`) that is readable while events
-/// wait: watch it, then call `qc_plugin_host_next_event` until it gives
-/// NULL. Calling it again returns the same fd. Log and `_call_async`
+/// `*out_fd` receives the event handle, owned by the library (do not close
+/// it; valid until `qc_plugin_host_free`), that is ready while events wait
+/// — a readable file descriptor on Linux and macOS, an event HANDLE on
+/// Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
+/// watch it, then call `qc_plugin_host_next_event` until it gives NULL.
+/// Calling it again returns the same handle. Log and `_call_async`
 /// callbacks still run on the callback thread.
 #[no_mangle]
 pub unsafe extern "C" fn qc_plugin_host_enable_events(

@@ -485,10 +485,12 @@ pub unsafe extern "C" fn qc_participant_set_held_callback(
 /// delivered messages, receipts and hold-buffer changes are queued instead
 /// of given to the message, receipt and held callbacks (setting one of those
 /// then fails `QC_REFUSED`; messages accepted before are handed over to the
-/// queue). `*out_fd` receives a file descriptor owned by the library (do not
-/// close it; valid until `qc_participant_free`) that is readable while
-/// events wait: watch it, then call `qc_participant_next_event` until it
-/// gives NULL. Calling it again returns the same fd. The log callback still
+/// queue). `*out_fd` receives the event handle, owned by the library (do not
+/// close it; valid until `qc_participant_free`), that is ready while events
+/// wait — a readable file descriptor on Linux and macOS, an event HANDLE on
+/// Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
+/// watch it, then call `qc_participant_next_event` until it gives NULL.
+/// Calling it again returns the same handle. The log callback still
 /// runs on the callback thread.
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_enable_events(

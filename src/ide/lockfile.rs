@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result, Status};
 use crate::shared::fs::{self, AtomicWrite};
+use crate::shared::paths::PathStyle;
 
 /// Resolves the lock directory: the override, else `<qwen_home>/ide` where
 /// Qwen Code's home is resolved exactly as the CLI does
@@ -41,13 +42,17 @@ pub fn remove_lock(path: &Path) -> Result<()> {
 }
 
 /// The value of `workspacePath` (and `QWEN_CODE_IDE_WORKSPACE_PATH`): roots
-/// joined with the OS delimiter, or — when a root itself contains the
-/// delimiter — the JSON-array form the CLI also accepts.
-pub fn workspace_path_value(roots: &[String]) -> String {
-    let delim = if cfg!(windows) { ';' } else { ':' };
+/// joined with the delimiter of `style` (Node's `path.delimiter`: `:`, or `;`
+/// on Windows), or — when a root itself contains the delimiter — the
+/// JSON-array form the CLI also accepts.
+pub fn workspace_path_value(roots: &[String], style: PathStyle) -> String {
+    let delim = style.delimiter();
     if roots.iter().any(|r| r.contains(delim)) {
         serde_json::to_string(roots).unwrap_or_default()
     } else {
         roots.join(&delim.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests;

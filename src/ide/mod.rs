@@ -11,8 +11,9 @@ pub mod lockfile;
 pub mod server;
 
 use crate::shared::sync::lock;
+use crate::sys::platform::PATH_STYLE;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -147,7 +148,7 @@ pub struct Settings {
 
 fn validate_roots(roots: &[String]) -> Result<()> {
     for r in roots {
-        if r.is_empty() || !Path::new(r).is_absolute() {
+        if !PATH_STYLE.is_absolute(r) {
             return Err(Error::invalid_argument(format!(
                 "workspace root {r:?} is not an absolute path"
             )));
@@ -494,7 +495,7 @@ impl Companion {
     fn lock_contents(settings: &Settings, port: u16, token: &str) -> Value {
         json!({
             "port": port,
-            "workspacePath": lockfile::workspace_path_value(&settings.workspace_roots),
+            "workspacePath": lockfile::workspace_path_value(&settings.workspace_roots, PATH_STYLE),
             "authToken": token,
             "ppid": settings.ppid,
             "ideName": settings.ide_name,
@@ -743,7 +744,7 @@ impl Companion {
         let settings = self.inner.settings();
         Ok(json!({
             "QWEN_CODE_IDE_SERVER_PORT": port.to_string(),
-            "QWEN_CODE_IDE_WORKSPACE_PATH": lockfile::workspace_path_value(&settings.workspace_roots),
+            "QWEN_CODE_IDE_WORKSPACE_PATH": lockfile::workspace_path_value(&settings.workspace_roots, PATH_STYLE),
         }))
     }
 

@@ -139,7 +139,7 @@ fn arg_path(args: &Map<String, Value>) -> Result<String, CallToolResult> {
         Some(Value::String(p)) if p.contains('\0') => {
             Err(tool_error("filePath contains a NUL character"))
         }
-        Some(Value::String(p)) if std::path::Path::new(p).is_absolute() => Ok(p.clone()),
+        Some(Value::String(p)) if crate::sys::platform::PATH_STYLE.is_absolute(p) => Ok(p.clone()),
         Some(Value::String(p)) => Err(tool_error(format!(
             "filePath must be an absolute path, got {p:?}"
         ))),

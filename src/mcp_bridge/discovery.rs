@@ -17,6 +17,9 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use crate::shared::paths::PathStyle;
+use crate::sys::platform::PATH_STYLE;
+
 /// The variable a terminal started by the IDE carries (the `env` of
 /// `qc_plugin_host_mcp_info`): the pid of the IDE whose plugin MCP server
 /// the bridge should use first. Qwen Code passes its environment to the
@@ -76,18 +79,18 @@ fn parse(path: &Path, bytes: &[u8]) -> Option<LockInfo> {
     })
 }
 
-/// True when `dir` is `root` or inside it (component-wise, also after
-/// resolving symlinks of both).
-pub fn contains(root: &str, dir: &Path) -> bool {
-    let root = Path::new(root);
-    if !root.is_absolute() {
+/// True when `dir` is `root` or inside it, segment by segment with the path
+/// rules of `style` (on Windows case-insensitive, `\` and `/` alike), also
+/// after resolving symlinks of both.
+pub fn contains(root: &str, dir: &Path, style: PathStyle) -> bool {
+    if !style.is_absolute(root) {
         return false;
     }
-    if dir.starts_with(root) {
+    if style.contains(root, &dir.to_string_lossy()) {
         return true;
     }
-    match (root.canonicalize(), dir.canonicalize()) {
-        (Ok(r), Ok(d)) => d.starts_with(r),
+    match (Path::new(root).canonicalize(), dir.canonicalize()) {
+        (Ok(r), Ok(d)) => style.contains(&r.to_string_lossy(), &d.to_string_lossy()),
         _ => false,
     }
 }
@@ -126,7 +129,10 @@ pub fn candidates_preferring(dir: &Path, cwd: &Path, preferred: Option<i32>) -> 
         if !pid_alive(info.pid) {
             continue;
         }
-        let inside = info.workspace_paths.iter().any(|r| contains(r, cwd));
+        let inside = info
+            .workspace_paths
+            .iter()
+            .any(|r| contains(r, cwd, PATH_STYLE));
         let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let wanted = preferred == Some(info.pid);
         found.push((wanted, inside, mtime, info));

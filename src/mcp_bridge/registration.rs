@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 use super::naming::SERVER_NAME;
 use super::settings::{self, Change, Outcome, Scope};
 use crate::error::{Error, Result, Status};
+use crate::shared::paths::PathStyle;
+use crate::sys::platform::{is_launchable, LaunchRule, EXE_SUFFIX, LAUNCH_RULE, PATH_STYLE};
 
 /// The `description` of our `mcpServers` entry.
 pub const ENTRY_DESCRIPTION: &str = "Tools of the plugins installed in your IDE (qwen-companion)";
@@ -57,7 +59,7 @@ fn target(text: &str) -> Result<Target> {
                 ));
             };
             let dir = Path::new(project);
-            if !dir.is_absolute() {
+            if !PATH_STYLE.is_absolute(project) {
                 return Err(Error::invalid_argument(format!(
                     "options_json.project {project:?} is not an absolute path"
                 )));
@@ -78,28 +80,44 @@ fn target(text: &str) -> Result<Target> {
     })
 }
 
-/// Checks the bridge path: absolute, a regular file, executable.
+/// Checks the bridge path: absolute, a regular file this platform can start
+/// (an execute bit; on Windows an `.exe`, `.com`, `.cmd` or `.bat` file).
+///
+/// The path is written into `command` as it is, without quotes: Qwen Code
+/// starts a stdio MCP server with the MCP SDK's `StdioClientTransport`
+/// (`cross-spawn`, no shell), which passes a path with spaces as one program
+/// name and wraps a `.cmd`/`.bat` in `cmd.exe` itself; JSON escapes the
+/// backslashes of a Windows path.
 fn bridge_path(bridge: Option<&str>) -> Result<PathBuf> {
+    bridge_path_in(bridge, PATH_STYLE, LAUNCH_RULE)
+}
+
+/// [`bridge_path`] under the path and launch rules of a platform.
+fn bridge_path_in(bridge: Option<&str>, style: PathStyle, rule: LaunchRule) -> Result<PathBuf> {
     let Some(bridge) = bridge else {
-        return Err(Error::invalid_argument(
-            "options_json.bridge (the path of qc-mcp-bridge) is required",
-        ));
+        return Err(Error::invalid_argument(format!(
+            "options_json.bridge (the path of qc-mcp-bridge{EXE_SUFFIX}) is required"
+        )));
     };
-    let path = PathBuf::from(bridge);
-    if !path.is_absolute() {
+    if !style.is_absolute(bridge) || bridge.contains('\0') {
         return Err(Error::invalid_argument(format!(
             "options_json.bridge {bridge:?} is not an absolute path (Qwen Code starts it from any folder)"
         )));
     }
+    let path = PathBuf::from(bridge);
     let meta = std::fs::metadata(&path).map_err(|e| {
         Error::new(
             Status::NotFound,
             format!("options_json.bridge {bridge:?}: {e}"),
         )
     })?;
-    if !meta.is_file() || crate::sys::fs::mode(&path, &meta) & 0o111 == 0 {
+    if !is_launchable(&path, &meta, rule) {
+        let what = match rule {
+            LaunchRule::ExecuteBits => "an executable file",
+            LaunchRule::Extensions(_) => "an .exe, .com, .cmd or .bat file",
+        };
         return Err(Error::invalid_argument(format!(
-            "options_json.bridge {bridge:?} is not an executable file"
+            "options_json.bridge {bridge:?} is not {what}"
         )));
     }
     Ok(path)
@@ -164,3 +182,6 @@ pub fn unregister(options_json: &str) -> Result<Value> {
     let o = settings::unregister(&t.path, SERVER_NAME).map_err(|e| about(&t.path, e))?;
     Ok(outcome_json(&t, &o))
 }
+
+#[cfg(test)]
+mod tests;

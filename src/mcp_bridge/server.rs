@@ -328,7 +328,7 @@ impl PluginMcpServer {
             workspace_paths.push(host.workspace_root());
         }
         for p in &workspace_paths {
-            if !Path::new(p).is_absolute() || p.contains('\0') {
+            if !crate::sys::platform::PATH_STYLE.is_absolute(p) || p.contains('\0') {
                 return Err(Error::invalid_argument(format!(
                     "workspace path {p:?} is not an absolute path"
                 )));

@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 use super::naming::{self, Assignment, SERVER_NAME};
 use super::schema::{self, ToolSource};
 use crate::plugins::host::{CallError, PluginHost, ToolOutput};
+use crate::shared::paths::{self, PathStyle};
+use crate::sys::platform::PATH_STYLE;
 
 /// The built-in read-only tool listed even when no plugin is enabled (Qwen
 /// Code treats a server listing nothing as an error). It has no `_`, so no
@@ -182,78 +184,59 @@ pub fn output(out: &ToolOutput, cwd: &str) -> CallToolResult {
         .and_then(|d| d.get("filePath"))
         .and_then(Value::as_str)
         .filter(|p| !p.is_empty() && !p.contains('\0'));
-    if let Some(p) = file {
-        let path = if Path::new(p).is_absolute() || cwd.is_empty() {
-            Path::new(p).to_path_buf()
-        } else {
-            Path::new(cwd).join(p)
-        };
-        if path.is_absolute() {
-            if let Ok(link) = serde_json::from_value::<ContentBlock>(resource_link(&path)) {
-                blocks.push(link);
-            }
+    if let Some(link) = file.and_then(|p| file_link(p, cwd, PATH_STYLE)) {
+        if let Ok(link) = serde_json::from_value::<ContentBlock>(link) {
+            blocks.push(link);
         }
     }
     CallToolResult::success(blocks)
 }
 
-/// A `resource_link` block for an absolute file path.
-pub fn resource_link(path: &Path) -> Value {
+/// The `resource_link` of a tool's `details.filePath`: `p` when absolute in
+/// `style`, else joined to `cwd` (when that is absolute); `None` otherwise.
+pub fn file_link(p: &str, cwd: &str, style: PathStyle) -> Option<Value> {
+    let path = if style.is_absolute(p) {
+        p.to_string()
+    } else if style.is_absolute(cwd) {
+        format!("{cwd}{}{p}", style.separator())
+    } else {
+        return None;
+    };
+    let path = style.normalize(&path)?;
     let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string_lossy().into_owned());
+        .rsplit(|c| c == '/' || c == style.separator())
+        .find(|s| !s.is_empty())
+        .unwrap_or(&path)
+        .to_string();
     let mut link = json!({
         "type": "resource_link",
-        "uri": file_uri(path),
+        "uri": style.file_uri(&path)?,
         "name": name,
     });
-    if let Some(mime) = mime_type(path) {
+    if let Some(mime) = mime_type(Path::new(&name)) {
         link["mimeType"] = json!(mime);
     }
-    link
+    Some(link)
 }
 
-/// `file://` + the path, every byte outside the unreserved set and `/`
-/// percent-encoded.
+/// The `file://` URI of an absolute path as Node's `url.pathToFileURL` writes
+/// it on this platform (a path that is not UTF-8 is percent-encoded byte by
+/// byte).
 pub fn file_uri(path: &Path) -> String {
-    let mut out = String::from("file://");
-    for &b in crate::sys::env::path_bytes(path).iter() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    path.to_str()
+        .and_then(|s| PATH_STYLE.file_uri(s))
+        .unwrap_or_else(|| {
+            format!(
+                "file://{}",
+                paths::encode_uri_path(&crate::sys::env::path_bytes(path))
+            )
+        })
 }
 
-/// The path of a `file://` URI (percent-decoded), if it is one.
+/// The local path of a `file://` URI as Node's `url.fileURLToPath` finds it
+/// on this platform, if it is one.
 pub fn uri_path(uri: &str) -> Option<String> {
-    let rest = uri.strip_prefix("file://")?;
-    // `file://host/path`: only an empty host or localhost is local.
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-    if !rest.starts_with('/') {
-        return None;
-    }
-    let bytes = rest.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            if i + 2 >= bytes.len() {
-                return None;
-            }
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    let s = String::from_utf8(out).ok()?;
-    (!s.contains('\0')).then_some(s)
+    PATH_STYLE.path_from_file_uri(uri)
 }
 
 /// The MIME type of a file from its extension (the common ones).

@@ -65,6 +65,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result, Status};
+use crate::sys::platform::EnvRules;
 use crate::sys::process::{ChannelChild, ChannelCommand, ChannelEnd, PipeReader, Process};
 pub use crate::sys::ExitInfo;
 use crate::sys::Signal;
@@ -76,23 +77,9 @@ pub const CHANNEL_FD: i32 = crate::sys::process::CHANNEL_FD;
 /// Bytes of stdout and of stderr kept for error messages.
 pub const TAIL_BYTES: usize = 8 * 1024;
 
-/// Host variables a plugin may see (plus every `LC_*`).
-pub const ALLOWED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "TMPDIR",
-    "TERM",
-    "XDG_RUNTIME_DIR",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_CACHE_HOME",
-];
+/// Host variables a plugin may see on this platform (plus every `LC_*` on
+/// POSIX); see [`crate::sys::platform::PLUGIN_ENV`].
+pub const ALLOWED_ENV: &[&str] = crate::sys::platform::PLUGIN_ENV.names;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -111,14 +98,39 @@ pub struct SpawnSpec {
 
 /// The environment of a plugin: the allowlisted host variables, then `extra`.
 pub fn plugin_env(extra: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+    env_with(std::env::vars_os(), extra, crate::sys::platform::PLUGIN_ENV)
+}
+
+/// [`plugin_env`] from a given host environment under `rules`: a host
+/// variable is kept (with the host's spelling of its name) when `rules`
+/// allows it, then each of `extra` replaces any variable of the same name —
+/// names compared case-insensitively where the platform does (Windows).
+pub fn env_with(
+    host: impl IntoIterator<Item = (OsString, OsString)>,
+    extra: &[(OsString, OsString)],
+    rules: EnvRules,
+) -> Vec<(OsString, OsString)> {
+    let same = |a: &str, b: &str| {
+        if rules.case_insensitive {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
+    let mut env: Vec<(OsString, OsString)> = host
+        .into_iter()
         .filter(|(k, _)| {
-            k.to_str()
-                .is_some_and(|k| ALLOWED_ENV.contains(&k) || (k.starts_with("LC_") && k.len() > 3))
+            k.to_str().is_some_and(|k| {
+                rules.names.iter().any(|n| same(n, k))
+                    || (rules.locale_prefix && k.starts_with("LC_") && k.len() > 3)
+            })
         })
         .collect();
     for (k, v) in extra {
-        env.retain(|(ek, _)| ek != k);
+        env.retain(|(ek, _)| match (ek.to_str(), k.to_str()) {
+            (Some(a), Some(b)) => !same(a, b),
+            _ => ek != k,
+        });
         env.push((k.clone(), v.clone()));
     }
     env

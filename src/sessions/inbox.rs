@@ -16,12 +16,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::controllers::Controller;
 use super::frames::{parse_auth_line, parse_frame, Frame, LineReader};
-use super::net::{is_local_ipc_path, probe, Verdict};
+use super::net::{is_local_ipc_path, is_local_ipc_path_in, probe, Verdict};
 use super::proc::is_pid_alive;
 use crate::shared::rand::random_hex;
 use crate::sys;
 use crate::sys::ipc::StdLocalListener as StdUnixListener;
 use crate::sys::ipc::{LocalListener as UnixListener, LocalStream as UnixStream};
+use crate::sys::platform::IpcKind;
 
 /// Longest socket path (bytes) we bind; `sun_path` holds 104/108 with the NUL.
 pub(crate) const MAX_SOCKET_PATH_BYTES: usize = 103;
@@ -73,6 +74,78 @@ pub fn candidates(
         ok
     });
     out
+}
+
+/// Longest pipe name (characters) we bind; Windows allows 256.
+pub(crate) const MAX_PIPE_NAME_CHARS: usize = 256;
+
+/// The automatic inbox where the transport is named pipes (Windows):
+/// `\\.\pipe\qwen-socks-<nonce>-<pid>`. Qwen Code itself has no automatic
+/// inbox there (its records carry no `ipcPath`); ours is a pipe that any
+/// sender accepting named-pipe paths (Qwen's included) can reach. A pipe has
+/// no directory, no mode and nothing to sweep.
+pub fn pipe_candidate(pid: u64, nonce: &str) -> PathBuf {
+    PathBuf::from(format!("\\\\.\\pipe\\{SOCKET_DIR_NAME}-{nonce}-{pid}"))
+}
+
+/// The automatic inbox paths to try for the transport `kind`: [`candidates`]
+/// for UNIX sockets, the one [`pipe_candidate`] for named pipes.
+pub fn automatic_candidates(
+    kind: IpcKind,
+    pid: u64,
+    runtime_dir: Option<&Path>,
+    tmp_dir: Option<&Path>,
+    nonce: &str,
+) -> Vec<PathBuf> {
+    match kind {
+        IpcKind::UnixSockets => candidates(pid, runtime_dir, tmp_dir, nonce),
+        IpcKind::NamedPipes => vec![pipe_candidate(pid, nonce)],
+    }
+}
+
+/// Checks a pipe name before binding it: Qwen's named-pipe rule and the
+/// 256-character limit.
+pub fn check_pipe_name(name: &str) -> Result<(), String> {
+    if !is_local_ipc_path_in(name, IpcKind::NamedPipes) {
+        return Err(format!("refusing to bind a non-local IPC path: {name}"));
+    }
+    if name.chars().count() > MAX_PIPE_NAME_CHARS {
+        return Err(format!(
+            "{name} is longer than {MAX_PIPE_NAME_CHARS} characters"
+        ));
+    }
+    Ok(())
+}
+
+/// `<name>-<8 hex>`, the pipe to try when `name` is taken.
+fn pipe_sibling(name: &str) -> Result<String, String> {
+    let s = format!("{name}-{}", random_hex(4).map_err(|e| e.message)?);
+    check_pipe_name(&s)?;
+    Ok(s)
+}
+
+/// Binds a named pipe (its owner-only security comes from `sys::ipc::bind`);
+/// a name in use gives way to a sibling name, as a socket does.
+fn bind_pipe(path: &Path) -> Result<Bound, String> {
+    let name = path.to_str().ok_or("pipe name is not UTF-8")?;
+    check_pipe_name(name)?;
+    let mut target = path.to_path_buf();
+    let listener = match sys::ipc::bind(&target) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            target = PathBuf::from(pipe_sibling(name)?);
+            sys::ipc::bind(&target).map_err(|e| format!("bind {}: {e}", target.display()))?
+        }
+        Err(e) => return Err(format!("bind {name}: {e}")),
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("set_nonblocking: {e}"))?;
+    Ok(Bound {
+        listener,
+        path: target,
+        nonce_dir: None,
+    })
 }
 
 fn is_nonce_dir_name(name: &str) -> bool {
@@ -130,9 +203,12 @@ fn own_uid() -> sys::fs::OwnerId {
     sys::fs::current_owner()
 }
 
-/// Binds one candidate. `explicit` (a configured path) only tightens the
+/// Binds one candidate (a named pipe where that is the transport). `explicit` (a configured path) only tightens the
 /// directory's mode when we created it or it is one of ours.
 pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
+    if sys::platform::IPC_KIND == IpcKind::NamedPipes {
+        return bind_pipe(path);
+    }
     let s = path.to_str().ok_or("socket path is not UTF-8")?;
     if !is_local_ipc_path(s) {
         return Err(format!("refusing to bind a non-local IPC path: {s}"));

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::sys::platform::IpcKind;
+
 /// How long a sender waits for the receiving inbox to close the connection.
 pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most frames this process writes at once; more fail with `EBUSY`.
@@ -16,9 +18,25 @@ pub(crate) const MAX_CONCURRENT_SENDS: usize = 64;
 
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
-/// An absolute local path with no NUL that does not start with `//`.
+/// Qwen's `isLocalIpcPath` on this platform (see [`is_local_ipc_path_in`]).
 pub fn is_local_ipc_path(p: &str) -> bool {
-    !p.is_empty() && !p.contains('\0') && !p.starts_with("//") && p.starts_with('/')
+    is_local_ipc_path_in(p, crate::sys::platform::IPC_KIND)
+}
+
+/// Qwen's `isLocalIpcPath`: non-empty, no NUL, and for UNIX sockets an
+/// absolute path not starting with `//`; for named pipes `\\.\pipe\…` or
+/// `\\?\pipe\…` once `/` is read as `\`, in any case.
+pub fn is_local_ipc_path_in(p: &str, kind: IpcKind) -> bool {
+    if p.is_empty() || p.contains('\0') {
+        return false;
+    }
+    match kind {
+        IpcKind::UnixSockets => !p.starts_with("//") && p.starts_with('/'),
+        IpcKind::NamedPipes => {
+            let n = p.replace('/', "\\").to_lowercase();
+            n.starts_with("\\\\.\\pipe\\") || n.starts_with("\\\\?\\pipe\\")
+        }
+    }
 }
 
 /// What a dial says about a socket path.

@@ -5,23 +5,64 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result, Status};
+use crate::shared::paths::PathStyle;
 use crate::sys;
 
-/// The user's home directory as Node's `os.homedir()` finds it: `$HOME` when
-/// set and non-empty, else the passwd entry of our uid.
+/// The user's home directory as Node's `os.homedir()` finds it: the home
+/// variable of this platform (`$HOME`, `%USERPROFILE%` on Windows) when set
+/// and non-empty, else what the OS says (the passwd entry of our uid, the
+/// profile folder).
 pub fn home_dir() -> Option<PathBuf> {
-    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(h));
+    home_from(
+        std::env::var_os(sys::platform::HOME_VAR),
+        crate::sys::env::user_home,
+    )
+}
+
+/// [`home_dir`] from the home variable's value and the OS lookup.
+fn home_from(
+    var: Option<std::ffi::OsString>,
+    os_lookup: impl FnOnce() -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    match var.filter(|v| !v.is_empty()) {
+        Some(h) => Some(PathBuf::from(h)),
+        None => os_lookup(),
     }
-    crate::sys::env::user_home()
 }
 
 /// Resolves a user-given directory as Qwen Code resolves `QWEN_HOME`
-/// (`Storage.resolvePath`): `~` and `~/…` are joined to the home directory,
-/// a relative path is made absolute against the current working directory.
+/// (`Storage.resolvePath`): `~` and `~/…` (or `~\…`) are joined to the home
+/// directory, a relative path is made absolute against the current working
+/// directory.
 pub fn resolve_user_dir(value: &str) -> Result<PathBuf> {
-    let path = if value == "~" || value.starts_with("~/") || value.starts_with("~\\") {
-        let home = home_dir().ok_or_else(|| {
+    let cwd = std::env::current_dir().ok();
+    let cwd = cwd.as_deref().and_then(Path::to_str);
+    let home = home_dir();
+    match resolve_user_dir_in(
+        value,
+        sys::platform::PATH_STYLE,
+        home.as_deref().and_then(Path::to_str),
+        cwd,
+    ) {
+        Ok(Some(p)) => Ok(PathBuf::from(p)),
+        Ok(None) => Ok(absolute(Path::new(value))),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`resolve_user_dir`] with the path rules of `style` (Node's `path.posix`
+/// or `path.win32`), the home directory and the current directory given.
+/// `Ok(None)` when the value is relative and the current directory is not
+/// known as UTF-8 (the caller then resolves it natively).
+pub(crate) fn resolve_user_dir_in(
+    value: &str,
+    style: PathStyle,
+    home: Option<&str>,
+    cwd: Option<&str>,
+) -> Result<Option<String>> {
+    let sep = style.separator();
+    let joined = if value == "~" || value.starts_with("~/") || value.starts_with("~\\") {
+        let home = home.ok_or_else(|| {
             Error::new(
                 Status::Io,
                 format!("{value:?} starts with ~ but the home directory is unknown"),
@@ -30,15 +71,29 @@ pub fn resolve_user_dir(value: &str) -> Result<PathBuf> {
         let rest = if value == "~" { "" } else { &value[2..] };
         rest.split(['/', '\\'])
             .filter(|s| !s.is_empty())
-            .fold(home, |p, seg| p.join(seg))
+            .fold(home.to_string(), |p, seg| format!("{p}{sep}{seg}"))
     } else {
-        PathBuf::from(value)
+        value.to_string()
     };
-    Ok(absolute(&path))
+    let absolute = if style.is_absolute(&joined) {
+        joined
+    } else {
+        match cwd {
+            Some(cwd) => format!("{cwd}{sep}{joined}"),
+            None => return Ok(None),
+        }
+    };
+    style.normalize(&absolute).map(Some).ok_or_else(|| {
+        Error::new(
+            Status::Io,
+            format!("{value:?} does not resolve to an absolute path"),
+        )
+    })
 }
 
 /// `path` made absolute against the current directory and lexically
-/// normalised (`.` and `..` folded, as Node's `path.resolve` does).
+/// normalised (`.` and `..` folded, as Node's `path.resolve` does). A drive
+/// or UNC prefix (Windows) is kept.
 pub fn absolute(path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
         path.to_path_buf()
@@ -47,15 +102,20 @@ pub fn absolute(path: &Path) -> PathBuf {
             .unwrap_or_else(|_| PathBuf::from("/"))
             .join(path)
     };
-    let mut out = PathBuf::from("/");
+    let mut out = PathBuf::new();
     for c in joined.components() {
         match c {
             Component::ParentDir => {
-                out.pop();
+                if out.parent().is_some() {
+                    out.pop();
+                }
             }
-            Component::Normal(s) => out.push(s),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::CurDir => {}
+            other => out.push(other),
         }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(Component::RootDir);
     }
     out
 }

@@ -5,6 +5,7 @@
 
 pub mod fs;
 pub mod json;
+pub mod paths;
 pub mod rand;
 pub mod sync;
 #[cfg(test)]

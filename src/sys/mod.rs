@@ -60,6 +60,7 @@ pub use imp::{env, event, fs, io, ipc, mem, process, thread};
 
 mod exit;
 pub(crate) use exit::at_exit;
+pub mod platform;
 
 /// A request to end or pause processes. On Windows, `Terminate` and `Kill`
 /// both end the Job Object and `Stop` suspends it.

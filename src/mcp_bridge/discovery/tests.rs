@@ -88,3 +88,15 @@ fn the_ides_own_server_comes_first_and_a_gone_one_changes_nothing() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn containment_follows_the_platform_path_rules() {
+    let w = PathStyle::Windows;
+    assert!(contains("C:\\Work", Path::new("c:/work/src"), w));
+    assert!(!contains("C:\\Work", Path::new("C:\\Workshop"), w));
+    assert!(!contains("Work", Path::new("Work/src"), w));
+    let p = PathStyle::Posix;
+    assert!(contains("/w", Path::new("/w/src"), p));
+    assert!(!contains("/w", Path::new("/ws"), p));
+    assert!(!contains("/W", Path::new("/w/x-does-not-exist"), p));
+}

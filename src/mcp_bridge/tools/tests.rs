@@ -13,7 +13,7 @@ fn uris_round_trip_and_mime() {
     assert_eq!(uri_path("file:///a%4"), None);
     assert_eq!(mime_type(p), Some("application/pdf"));
     assert_eq!(mime_type(Path::new("/x/noext")), None);
-    let link = resource_link(Path::new("/w/report.md"));
+    let link = file_link("/w/report.md", "", PathStyle::Posix).unwrap();
     assert_eq!(
         link,
         json!({"type": "resource_link", "uri": "file:///w/report.md",
@@ -48,4 +48,30 @@ fn output_maps_blocks_and_file_path_but_not_details() {
     };
     let r = serde_json::to_value(output(&out, "")).unwrap();
     assert_eq!(r["content"], json!([]));
+}
+
+#[test]
+fn file_links_for_windows_and_posix_paths() {
+    let w = PathStyle::Windows;
+    assert_eq!(
+        file_link("C:\\Users\\Ann Lee\\out\\report.md", "", w),
+        Some(
+            json!({"type": "resource_link", "uri": "file:///C:/Users/Ann%20Lee/out/report.md",
+                    "name": "report.md", "mimeType": "text/markdown"})
+        )
+    );
+    assert_eq!(
+        file_link("out/../r.pdf", "D:\\proj", w).unwrap()["uri"],
+        json!("file:///D:/proj/r.pdf")
+    );
+    assert_eq!(
+        file_link("x.txt", "\\\\srv\\share\\w", w).unwrap()["uri"],
+        json!("file://srv/share/w/x.txt")
+    );
+    assert_eq!(file_link("x.txt", "", w), None);
+    assert_eq!(
+        file_link("x.txt", "/w", PathStyle::Posix).unwrap()["uri"],
+        json!("file:///w/x.txt")
+    );
+    assert_eq!(file_link("C:\\x.txt", "", PathStyle::Posix), None);
 }

@@ -22,6 +22,62 @@ fn env_is_an_allowlist() {
     assert!(env.iter().any(|(k, v)| k == "PATH" && v == "/p"));
 }
 
+fn vars(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+    list.iter().map(|(k, v)| (k.into(), v.into())).collect()
+}
+
+#[test]
+fn windows_env_matches_names_case_insensitively_and_keeps_the_host_spelling() {
+    use crate::sys::platform::WINDOWS_ENV;
+    let host = vars(&[
+        ("PATH", "C:\\Windows"),
+        ("SYSTEMROOT", "C:\\Windows"),
+        ("windir", "C:\\Windows"),
+        ("UserProfile", "C:\\Users\\ann"),
+        ("ProgramFiles(x86)", "C:\\PF86"),
+        ("AWS_SECRET_ACCESS_KEY", "s"),
+        ("LC_ALL", "C"),
+        ("HOME", "/h"),
+    ]);
+    let extra = vars(&[("Path", "D:\\node"), ("PLUGIN_ID", "x")]);
+    let env = env_with(host, &extra, WINDOWS_ENV);
+    assert_eq!(
+        env,
+        vars(&[
+            ("SYSTEMROOT", "C:\\Windows"),
+            ("windir", "C:\\Windows"),
+            ("UserProfile", "C:\\Users\\ann"),
+            ("ProgramFiles(x86)", "C:\\PF86"),
+            ("Path", "D:\\node"),
+            ("PLUGIN_ID", "x"),
+        ])
+    );
+}
+
+#[test]
+fn posix_env_is_case_sensitive_with_locales() {
+    use crate::sys::platform::POSIX_ENV;
+    let host = vars(&[
+        ("PATH", "/bin"),
+        ("Path", "/x"),
+        ("HOME", "/h"),
+        ("LC_ALL", "C"),
+        ("LC_", "bad"),
+        ("SystemRoot", "C:"),
+    ]);
+    let extra = vars(&[("path", "/p")]);
+    let env = env_with(host, &extra, POSIX_ENV);
+    assert_eq!(
+        env,
+        vars(&[
+            ("PATH", "/bin"),
+            ("HOME", "/h"),
+            ("LC_ALL", "C"),
+            ("path", "/p")
+        ])
+    );
+}
+
 #[test]
 fn tail_keeps_the_last_bytes() {
     let t = Tail::default();

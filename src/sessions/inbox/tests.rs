@@ -149,3 +149,36 @@ fn sweeping() {
     assert!(empty_young.exists());
     assert!(mine.exists());
 }
+
+#[test]
+fn named_pipe_inboxes_have_one_automatic_candidate() {
+    let c = automatic_candidates(
+        IpcKind::NamedPipes,
+        4242,
+        Some(Path::new("/run/user/1")),
+        Some(Path::new("/tmp")),
+        "0123456789abcdef",
+    );
+    assert_eq!(
+        c,
+        vec![PathBuf::from(
+            "\\\\.\\pipe\\qwen-socks-0123456789abcdef-4242"
+        )]
+    );
+    let name = c[0].to_str().unwrap();
+    assert!(check_pipe_name(name).is_ok());
+    let sibling = pipe_sibling(name).unwrap();
+    assert!(sibling.starts_with(&format!("{name}-")) && sibling.len() == name.len() + 9);
+    let sockets = automatic_candidates(IpcKind::UnixSockets, 7, None, None, "0123456789abcdef");
+    assert_eq!(sockets, candidates(7, None, None, "0123456789abcdef"));
+}
+
+#[test]
+fn pipe_names_are_checked() {
+    assert!(check_pipe_name("//./pipe/x").is_ok());
+    let e = check_pipe_name("/tmp/x.sock").unwrap_err();
+    assert!(e.contains("non-local"), "{e}");
+    let long = format!("\\\\.\\pipe\\{}", "a".repeat(MAX_PIPE_NAME_CHARS));
+    let e = check_pipe_name(&long).unwrap_err();
+    assert!(e.contains("longer than 256"), "{e}");
+}

@@ -37,3 +37,21 @@ fn probe_verdicts() {
     let long = format!("/{}", "a".repeat(200));
     assert_eq!(probe(&long), Verdict::Unknown);
 }
+
+#[test]
+fn local_ipc_paths_by_transport() {
+    let u = IpcKind::UnixSockets;
+    assert!(is_local_ipc_path_in("/run/user/1/qwen-socks/1.sock", u));
+    assert!(!is_local_ipc_path_in("//server/x.sock", u));
+    assert!(!is_local_ipc_path_in("\\\\.\\pipe\\qwen", u));
+    assert!(!is_local_ipc_path_in("", u));
+    let p = IpcKind::NamedPipes;
+    assert!(is_local_ipc_path_in("\\\\.\\pipe\\qwen-socks-ab-12", p));
+    assert!(is_local_ipc_path_in("//./PIPE/x", p));
+    assert!(is_local_ipc_path_in("\\\\?\\pipe\\x", p));
+    assert!(!is_local_ipc_path_in("\\\\server\\pipe\\x", p));
+    assert!(!is_local_ipc_path_in("\\\\.\\pipex", p));
+    assert!(!is_local_ipc_path_in("/tmp/qwen-socks/1.sock", p));
+    assert!(!is_local_ipc_path_in("C:\\x.sock", p));
+    assert!(!is_local_ipc_path_in("\\\\.\\pipe\\a\0b", p));
+}

@@ -5,6 +5,7 @@
 use super::inbound::{housekeeping, InboxHandler};
 use super::settings::env_nonempty;
 use super::*;
+use crate::sys::platform::{IpcKind, IPC_KIND, PROC_IDENTITY};
 
 pub(super) fn session_info(r: &Registration, ipc_path: &str) -> SessionInfo {
     SessionInfo {
@@ -38,16 +39,29 @@ impl Inner {
     }
 
     pub(super) fn identity() -> Result<Identity> {
-        let id = Identity::current();
-        if cfg!(target_os = "linux") && (id.proc_start.is_none() || id.pid_ns.is_none()) {
-            return Err(Error::new(
-                Status::Io,
-                "cannot read this process's start token or PID namespace; a record without them could not be told apart from another process",
-            ));
-        }
-        Ok(id)
+        checked_identity(Identity::current(), PROC_IDENTITY)
     }
+}
 
+/// `id` when it can be told apart from other processes: with
+/// `proc_identity` (Linux) only when `procStart` and `pidNs` were read, as
+/// Qwen refuses to register without them; elsewhere both are `null`, as the
+/// CLI writes them there, and liveness is the PID alone.
+pub(super) fn checked_identity(mut id: Identity, proc_identity: bool) -> Result<Identity> {
+    if !proc_identity {
+        id.proc_start = None;
+        id.pid_ns = None;
+    }
+    if proc_identity && (id.proc_start.is_none() || id.pid_ns.is_none()) {
+        return Err(Error::new(
+            Status::Io,
+            "cannot read this process's start token or PID namespace; a record without them could not be told apart from another process",
+        ));
+    }
+    Ok(id)
+}
+
+impl Inner {
     // -- lifecycle ----------------------------------------------------------
 
     pub(super) fn register(self: &Arc<Self>, opts: RegisterOptions) -> Result<SessionInfo> {
@@ -195,7 +209,8 @@ impl Inner {
                         .or_else(|| env_nonempty("TEMP"))
                         .map(PathBuf::from)
                 });
-                inbox::candidates(
+                inbox::automatic_candidates(
+                    IPC_KIND,
                     super::super::proc::own_pid(),
                     xdg.as_deref(),
                     tmp.as_deref(),
@@ -220,7 +235,8 @@ impl Inner {
             s.line_deadline,
         ))];
         tasks.push(handle.spawn(housekeeping(self.clone(), cancel.child_token())));
-        if s.sweep && !explicit {
+        let sockets = IPC_KIND == IpcKind::UnixSockets;
+        if s.sweep && !explicit && sockets {
             let own = bound.path.clone();
             let cands = candidates.clone();
             handle.spawn_blocking(move || {
@@ -229,7 +245,7 @@ impl Inner {
                 }
             });
         }
-        if s.cleanup_at_exit {
+        if s.cleanup_at_exit && sockets {
             exit_add(
                 self.owner,
                 SOCKET_KEY,
@@ -465,3 +481,6 @@ impl Inner {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

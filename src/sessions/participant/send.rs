@@ -162,7 +162,28 @@ impl Inner {
             .into_iter()
             .filter(|p| p.session_id != me.session_id)
             .collect();
-        let i = self.resolve_in(&others, &o.to, Some(&me.session_id))?;
+        let i = match self.resolve_in(&others, &o.to, Some(&me.session_id)) {
+            Ok(i) => i,
+            Err(e) if e.status == Status::NotFound => {
+                // Refused at once, no dial: a session without an inbox
+                // (Qwen Code on Windows) cannot receive.
+                return Err(
+                    match registry::inboxless_match(&live, &o.to, &me.session_id) {
+                        Some(p) => Error::new(
+                            Status::Refused,
+                            format!(
+                                "{} [{}] has no inbox: {}",
+                                p.name,
+                                p.ref_,
+                                registry::NO_INBOX_REASON
+                            ),
+                        ),
+                        None => e,
+                    },
+                );
+            }
+            Err(e) => return Err(e),
+        };
         let peer = &others[i];
         let address = registry::advertisable_address(&others, i)
             .unwrap_or_else(|| js_trim(&o.to).to_string());

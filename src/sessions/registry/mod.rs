@@ -11,8 +11,8 @@ mod store;
 mod tests;
 
 pub use resolve::{
-    advertisable_address, messageable, resolve_target, suggestions, to_peer, with_addresses, Peer,
-    Resolution,
+    advertisable_address, inboxless_match, messageable, resolve_target, suggestions, to_peer,
+    with_addresses, Peer, Resolution, NO_INBOX_REASON,
 };
 pub(crate) use store::SCHEMA_VERSION;
 pub use store::{

@@ -61,6 +61,31 @@ pub fn to_peer(r: &Record) -> Option<Peer> {
     })
 }
 
+/// Qwen Code on Windows has no automatic inbox: the reason it gives
+/// (`unsupported_platform`), quoted when a send names such a session.
+pub const NO_INBOX_REASON: &str =
+    "cross-session messaging is OFF for that session (unsupported_platform: automatic peer inbox paths are not supported on Windows)";
+
+/// The live record other than `except` (a session id) that `address`
+/// selects among the records with no `ipcPath` (a Qwen Code on Windows),
+/// if any: such a session is listed but cannot be messaged.
+pub fn inboxless_match(records: &[LiveRecord], address: &str, except: &str) -> Option<Peer> {
+    let inboxless: Vec<Peer> = records
+        .iter()
+        .filter(|r| r.record.ipc_path.is_none() && r.record.session_id != except)
+        .filter_map(|r| {
+            let mut rec = r.record.clone();
+            rec.ipc_path = Some(String::new());
+            to_peer(&rec)
+        })
+        .collect();
+    match resolve_target(&inboxless, address) {
+        Resolution::One(i) => Some(inboxless[i].clone()),
+        Resolution::Ambiguous(ix) => ix.first().map(|&i| inboxless[i].clone()),
+        Resolution::None => None,
+    }
+}
+
 /// The live records that can be messaged: an inbox that dials `Alive`
 /// (each distinct path dialled once). With `collapse_twins`, records sharing
 /// session id and name keep only the newest, as Qwen's listing does.

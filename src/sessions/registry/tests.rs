@@ -500,3 +500,39 @@ fn messageable_collapses_twins() {
         vec!["/a.sock", "/a2.sock"]
     );
 }
+
+#[test]
+fn a_session_without_an_inbox_is_found_for_the_refusal() {
+    let dir = TempDir::new("inboxless");
+    let mk = |sid: &str, name: &str, ipc: Option<&str>| LiveRecord {
+        path: dir.path().join(format!("{sid}.json")),
+        record: match parse_record(
+            good(
+                1,
+                &[
+                    ("sessionId", json!(sid)),
+                    ("name", json!(name)),
+                    ("ipcPath", ipc.map(|s| json!(s)).unwrap_or(Value::Null)),
+                    ("procStart", Value::Null),
+                    ("pidNs", Value::Null),
+                ],
+            )
+            .to_string()
+            .as_bytes(),
+        ) {
+            ReadOutcome::Ok(r) => r,
+            other => panic!("{other:?}"),
+        },
+    };
+    let records = vec![
+        mk("w", "winbox", None),
+        mk("s", "sockbox", Some("/s.sock")),
+        mk("me", "self", None),
+    ];
+    let hit = inboxless_match(&records, "winbox", "me").unwrap();
+    assert_eq!(hit.session_id, "w");
+    assert_eq!(inboxless_match(&records, "sockbox", "me"), None);
+    assert_eq!(inboxless_match(&records, "self", "me"), None);
+    assert_eq!(inboxless_match(&records, "nobody", "me"), None);
+    assert!(NO_INBOX_REASON.contains("automatic peer inbox paths are not supported on Windows"));
+}

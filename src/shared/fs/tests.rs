@@ -51,3 +51,40 @@ fn atomic_write_replaces_a_symlink_instead_of_following_it() {
     assert!(leftovers.is_empty());
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_home_variable_wins_over_the_os_lookup_unless_empty() {
+    let os = || Some(PathBuf::from("/from-os"));
+    assert_eq!(
+        home_from(Some("C:\\Users\\ann".into()), os),
+        Some(PathBuf::from("C:\\Users\\ann"))
+    );
+    assert_eq!(
+        home_from(Some("".into()), os),
+        Some(PathBuf::from("/from-os"))
+    );
+    assert_eq!(home_from(None, os), Some(PathBuf::from("/from-os")));
+    assert_eq!(home_from(None, || None), None);
+}
+
+#[test]
+fn qwen_home_resolves_with_windows_path_rules() {
+    let w = PathStyle::Windows;
+    let home = Some("C:\\Users\\Ann");
+    let cwd = Some("D:\\proj");
+    let r = |v: &str| resolve_user_dir_in(v, w, home, cwd).unwrap();
+    assert_eq!(r("~").as_deref(), Some("C:\\Users\\Ann"));
+    assert_eq!(r("~/q//r").as_deref(), Some("C:\\Users\\Ann\\q\\r"));
+    assert_eq!(r("~\\q").as_deref(), Some("C:\\Users\\Ann\\q"));
+    assert_eq!(r("E:/x/../y").as_deref(), Some("E:\\y"));
+    assert_eq!(r("rel\\dir").as_deref(), Some("D:\\proj\\rel\\dir"));
+    assert_eq!(r("\\\\srv\\share\\q").as_deref(), Some("\\\\srv\\share\\q"));
+    // `/x` is absolute for path.win32 too.
+    assert_eq!(r("/x").as_deref(), Some("\\x"));
+    assert!(resolve_user_dir_in("~", w, None, cwd).is_err());
+    assert_eq!(resolve_user_dir_in("rel", w, home, None).unwrap(), None);
+    // POSIX: a drive path is relative.
+    let p = |v: &str| resolve_user_dir_in(v, PathStyle::Posix, Some("/h"), Some("/c")).unwrap();
+    assert_eq!(p("C:\\x").as_deref(), Some("/c/C:\\x"));
+    assert_eq!(p("~\\q").as_deref(), Some("/h/q"));
+}
