@@ -34,6 +34,7 @@ pub enum IpcKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaunchRule {
     /// A regular file with at least one execute bit.
+    #[cfg_attr(windows, allow(dead_code))]
     ExecuteBits,
     /// A regular file whose extension is one of these (compared
     /// case-insensitively, without the dot). Windows has no execute bit.
