@@ -264,7 +264,19 @@ fn event_handle_signal_and_drain() {
     assert!(!readable(ev.raw()));
 }
 
+/// Whether the host would see the handle ready (a zero-timeout wait): a
+/// pollable fd on Unix, a (sign-extended) event HANDLE on Windows.
+#[cfg(windows)]
+fn readable(h: event::RawEventHandle) -> bool {
+    use windows_sys::Win32::Foundation::{HANDLE, WAIT_OBJECT_0};
+    use windows_sys::Win32::System::Threading::WaitForSingleObject;
+    // SAFETY: a zero-timeout wait on the live event handle `h` (owned by
+    // the caller's EventFd).
+    unsafe { WaitForSingleObject(h as isize as HANDLE, 0) == WAIT_OBJECT_0 }
+}
+
 /// Whether the host would see the handle ready (a zero-timeout wait).
+#[cfg(unix)]
 fn readable(h: event::RawEventHandle) -> bool {
     let mut p = libc::pollfd {
         fd: h,
