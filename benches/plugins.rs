@@ -252,6 +252,13 @@ fn ours_rss(n: usize) -> Result<(f64, f64), String> {
 /// The floor: the same echo plugin on a raw Node IPC channel (an AF_UNIX socketpair as fd 3,
 /// `NODE_CHANNEL_FD=3`) driven with blocking writes and reads from this thread — no host, no
 /// runtime, no thread hop. Ours minus this is what the host adds per call.
+/// The floor on Windows: not measured (it is a raw socketpair passed as fd 3).
+#[cfg(not(unix))]
+fn floor_round_trips(_warmup: usize, _n: usize) -> Result<Vec<f64>, String> {
+    Err("the floor (a socketpair passed as fd 3) is measured on Unix only".into())
+}
+
+#[cfg(unix)]
 fn floor_round_trips(warmup: usize, n: usize) -> Result<Vec<f64>, String> {
     use std::io::{BufRead, BufReader, Write};
     use std::os::fd::AsRawFd;

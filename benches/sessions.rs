@@ -54,6 +54,11 @@
 //! `QC_SBENCH_SKIP_FLOOD=1`, `QC_SBENCH_FLOOD_ONLY=auth|bad|rate|dup` (diagnosis: all frames but
 //! the 30 oversized in one category), `QC_BENCH_NODE` (node binary, default `node`), `QC_BENCH_SKIP_NODE=1`.
 
+// UNIX-domain sockets, the SDK's Unix peer endpoint and getrusage: the bench
+// runs on Unix only (elsewhere it builds to nothing and has no `main`).
+#![cfg_attr(not(unix), no_main)]
+#![cfg(unix)]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -213,7 +213,7 @@ fn apply(path: &Path, name: &str, entry: Option<&Value>) -> Result<Outcome> {
                 path.display()
             )));
         }
-        let mode = crate::sys::fs::mode(&target_meta) & 0o7777;
+        let mode = crate::sys::fs::mode(path, &target_meta) & 0o7777;
         let original = read_text(path)?;
         let edit = edit_text(&original, name, entry).map_err(|mut e| {
             e.message = format!("{}: {}", path.display(), e.message);

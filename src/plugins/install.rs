@@ -729,7 +729,7 @@ fn copy_dir(
             budget.copy(
                 &mut f,
                 &target,
-                file_mode(Some(crate::sys::fs::mode(&meta))),
+                file_mode(Some(crate::sys::fs::mode(&real, &meta))),
                 &rel,
                 codes::IO,
             )?;

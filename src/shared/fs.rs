@@ -153,7 +153,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
         Err(e) => return Err(Error::io(&format!("create {}", dir.display()), e)),
     }
     let meta = check_owned_dir(dir)?;
-    if sys::fs::mode(&meta) & 0o077 != 0 {
+    if sys::fs::mode(dir, &meta) & 0o077 != 0 {
         sys::fs::set_mode(dir, 0o700)
             .map_err(|e| Error::io(&format!("chmod 0700 {}", dir.display()), e))?;
     }

@@ -14,7 +14,7 @@
 //! `event`, `exit`, `mem`, `thread`, `io`). The portable types shared by all
 //! of them ([`ExitInfo`], [`Signal`]) live here.
 //!
-//! Implemented today: Linux (`unix/`, with the Linux-only parts — parent
+//! Implemented today: Windows (`windows/`) and Linux (`unix/`, with the Linux-only parts — parent
 //! death signal, the `/proc` scan, `pipe2`, `close_range`,
 //! `MSG_CMSG_CLOEXEC` — in `unix/linux.rs`). The interface is shaped for
 //! the next two:
@@ -39,16 +39,21 @@ mod unix;
 #[cfg(target_os = "linux")]
 use unix as imp;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as imp;
+
+#[cfg(not(any(target_os = "linux", windows)))]
 compile_error!(
-    "qwen-companion has no OS layer for this target yet: only Linux is implemented in src/sys. \
+    "qwen-companion has no OS layer for this target yet: only Linux and Windows are implemented in src/sys. \
      Add src/sys/<os>/ exporting the same modules as src/sys/unix/ and select it in src/sys/mod.rs."
 );
 // Still compiled on an unported target, so that the crate's other modules
 // resolve every `sys::` name and the only errors are the ones in here.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", windows)))]
 mod unix;
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", windows)))]
 use unix as imp;
 
 pub use imp::{env, event, fs, io, ipc, mem, process, thread};

@@ -34,6 +34,7 @@ pub enum IpcKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaunchRule {
     /// A regular file with at least one execute bit.
+    #[cfg_attr(windows, allow(dead_code))]
     ExecuteBits,
     /// A regular file whose extension is one of these (compared
     /// case-insensitively, without the dot). Windows has no execute bit.
@@ -197,7 +198,7 @@ pub fn is_launchable(path: &std::path::Path, meta: &std::fs::Metadata, rule: Lau
         return false;
     }
     match rule {
-        LaunchRule::ExecuteBits => super::fs::mode(meta) & 0o111 != 0,
+        LaunchRule::ExecuteBits => super::fs::mode(path, meta) & 0o111 != 0,
         LaunchRule::Extensions(exts) => path
             .extension()
             .and_then(|e| e.to_str())

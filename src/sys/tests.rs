@@ -45,7 +45,7 @@ fn private_modes_and_owner() {
     let p = d.0.join("private");
     fs::dir_builder(0o700).create(&p).unwrap();
     let meta = std::fs::metadata(&p).unwrap();
-    assert_eq!(fs::mode(&meta) & 0o077, 0, "no access for others");
+    assert_eq!(fs::mode(&p, &meta) & 0o077, 0, "no access for others");
     assert_eq!(fs::owner(&p, &meta), fs::current_owner());
     let f = p.join("f");
     let mut o = std::fs::OpenOptions::new();
@@ -54,9 +54,9 @@ fn private_modes_and_owner() {
         .open(&f)
         .unwrap();
     fs::set_file_mode(&file, 0o600).unwrap();
-    assert_eq!(fs::mode(&std::fs::metadata(&f).unwrap()) & 0o777, 0o600);
+    assert_eq!(fs::mode(&f, &std::fs::metadata(&f).unwrap()) & 0o777, 0o600);
     fs::set_mode(&f, 0o644).unwrap();
-    assert_eq!(fs::mode(&std::fs::metadata(&f).unwrap()) & 0o777, 0o644);
+    assert_eq!(fs::mode(&f, &std::fs::metadata(&f).unwrap()) & 0o777, 0o644);
     // A symlink at the final component is refused by `no_follow`.
     let link = p.join("link");
     fs::symlink(&f, &link).unwrap();
@@ -264,7 +264,19 @@ fn event_handle_signal_and_drain() {
     assert!(!readable(ev.raw()));
 }
 
+/// Whether the host would see the handle ready (a zero-timeout wait): a
+/// pollable fd on Unix, a (sign-extended) event HANDLE on Windows.
+#[cfg(windows)]
+fn readable(h: event::RawEventHandle) -> bool {
+    use windows_sys::Win32::Foundation::{HANDLE, WAIT_OBJECT_0};
+    use windows_sys::Win32::System::Threading::WaitForSingleObject;
+    // SAFETY: a zero-timeout wait on the live event handle `h` (owned by
+    // the caller's EventFd).
+    unsafe { WaitForSingleObject(h as isize as HANDLE, 0) == WAIT_OBJECT_0 }
+}
+
 /// Whether the host would see the handle ready (a zero-timeout wait).
+#[cfg(unix)]
 fn readable(h: event::RawEventHandle) -> bool {
     let mut p = libc::pollfd {
         fd: h,

@@ -19,4 +19,6 @@ mod plugins_call_queued;
 /// `qc_participant_*`: cross-session messaging.
 mod sessions;
 /// The pull (poll) flavour of the participant's events.
+// Polls the pull-mode fd (an event HANDLE on Windows, not pollable).
+#[cfg(unix)]
 mod sessions_pull;

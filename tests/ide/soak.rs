@@ -15,6 +15,9 @@
 //! runs in a child process (this test binary re-executed) so that the RSS and
 //! descriptors measured are the server's alone, as an IDE would see them.
 
+// Counts the server's descriptors in /proc and raises RLIMIT_NOFILE: Unix.
+#![cfg(unix)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

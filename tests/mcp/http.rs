@@ -645,15 +645,19 @@ fn auth_matrix_and_lock_file() {
         lock.file_name().unwrap().to_str().unwrap(),
         format!("{}.lock", std::process::id())
     );
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
-    let dir_mode = std::fs::metadata(lock.parent().unwrap())
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(dir_mode, 0o700);
+    // Mode bits are Unix; the owner-only DACL is checked by the sys tests.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dir_mode = std::fs::metadata(lock.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(dir_mode, 0o700);
+    }
     let v: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
     assert_eq!(v["port"], port);
     assert_eq!(v["authToken"], token);

@@ -128,10 +128,7 @@ impl Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        // SAFETY: kill on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGKILL);
-        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }

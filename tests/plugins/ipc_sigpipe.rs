@@ -2,6 +2,9 @@
 //! IDE hosting the library). Its own test binary: the test changes the
 //! process-wide SIGPIPE disposition, which must not touch other tests.
 
+// SIGPIPE is Unix by nature.
+#![cfg(unix)]
+
 use qwen_companion::plugins::ipc::send_all;
 
 #[test]

@@ -115,11 +115,14 @@ fn call_tool_roundtrip_context_and_env() {
     assert_eq!(env["PLUGIN_ID"], "test.basic");
     let data = t.plugins.dir.join("data").join("test.basic");
     assert_eq!(env["PLUGIN_DATA_DIR"], json!(data.to_str().unwrap()));
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&data).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
     assert!(env.contains_key(TAG_VAR));
     assert!(env.contains_key("PATH"));
     let root = t.plugins.dir.join("installed").join("test.basic");
@@ -355,6 +358,8 @@ fn crash_mid_call_fails_at_once_with_status_and_stderr() {
 }
 
 #[test]
+// Finds the grandchild by its environment in /proc.
+#[cfg(unix)]
 fn exit_with_attached_grandchild_holding_stdout_fails_at_once() {
     let plugins = Plugins::new("grandout");
     plugins.add(
@@ -674,6 +679,8 @@ fn hanging_plugin_does_not_slow_a_healthy_one_and_calls_run_concurrently() {
 }
 
 #[test]
+// Process groups and setsid (Windows: the Job Object, see tests/plugins/windows.rs).
+#[cfg(unix)]
 fn unload_kills_attached_and_setsid_grandchildren() {
     let plugins = Plugins::new("gc");
     plugins.add(
@@ -835,6 +842,8 @@ fn reload_unloads_removed_and_updated_plugins() {
 }
 
 #[test]
+// Scans /proc environments for leftovers.
+#[cfg(unix)]
 fn start_failures_are_reported() {
     let plugins = Plugins::new("startfail");
     plugins.add(
@@ -896,6 +905,8 @@ fn drop_of_the_host_ends_every_plugin() {
 /// Not a test on its own: the body of `a_killed_host_leaves_no_plugin`'s
 /// helper process (selected by an environment variable).
 #[test]
+// The helper of a_killed_host_leaves_no_plugin.
+#[cfg(unix)]
 fn pdeathsig_helper() {
     let Ok(dir) = std::env::var("QC_PRT_HELPER_DIR") else {
         return;
@@ -919,6 +930,8 @@ fn pdeathsig_helper() {
 }
 
 #[test]
+// SIGKILLs the host and scans /proc (Windows: the Job Object ends plugins with the host).
+#[cfg(unix)]
 fn a_killed_host_leaves_no_plugin() {
     let plugins = Plugins::new("pdeath");
     plugins.add(

@@ -15,5 +15,7 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
   exit 125
 fi
 [ $# -ge 1 ] || { echo "usage: wine-runner.sh PROGRAM.exe [ARGS...]" >&2; exit 2; }
+# The Windows Node for the plugin tests (tests/plugins/windows.rs), as a Windows path.
+[ -f "$QC_WIN_NODE" ] && export QC_TEST_NODE=${QC_TEST_NODE:-$(qc_win_path "$QC_WIN_NODE")}
 # exec: a timeout or kill aimed at this script reaches the Windows program itself.
 exec wine "$@" </dev/null

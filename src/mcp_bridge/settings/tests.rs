@@ -242,11 +242,14 @@ fn a_new_file_is_created_0600_with_version_in_a_new_0700_dir() {
     let o = register(&path, NAME, &entry()).unwrap();
     assert_eq!((o.change, o.created), (Change::Added, true));
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
+        crate::sys::fs::mode(std::path::Path::new(&path), &fs::metadata(&path).unwrap()) & 0o777,
         0o600
     );
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(path.parent().unwrap()).unwrap()) & 0o777,
+        crate::sys::fs::mode(
+            path.parent().unwrap(),
+            &fs::metadata(path.parent().unwrap()).unwrap()
+        ) & 0o777,
         0o700
     );
     let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
@@ -265,19 +268,19 @@ fn the_mode_is_kept_and_no_temp_file_is_left() {
     crate::sys::fs::set_mode(d, 0o755).unwrap();
     register(&path, NAME, &entry()).unwrap();
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
+        crate::sys::fs::mode(std::path::Path::new(&path), &fs::metadata(&path).unwrap()) & 0o777,
         0o640
     );
     // The directory's mode is the user's business.
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(d).unwrap()) & 0o777,
+        crate::sys::fs::mode(std::path::Path::new(d), &fs::metadata(d).unwrap()) & 0o777,
         0o755
     );
     let o = unregister(&path, NAME).unwrap();
     assert_eq!(o.change, Change::Removed);
     assert_eq!(fs::read_to_string(&path).unwrap(), REAL_WORLD);
     assert_eq!(
-        crate::sys::fs::mode(&fs::metadata(&path).unwrap()) & 0o777,
+        crate::sys::fs::mode(std::path::Path::new(&path), &fs::metadata(&path).unwrap()) & 0o777,
         0o640
     );
     let names: Vec<_> = fs::read_dir(d)

@@ -330,11 +330,17 @@ fn atomic_write_modes_and_symlinks() {
     let target = sessions.join("1.json");
     write_file_atomic(&target, b"{}").unwrap();
     assert_eq!(
-        crate::sys::fs::mode(&std::fs::metadata(&sessions).unwrap()) & 0o777,
+        crate::sys::fs::mode(
+            std::path::Path::new(&sessions),
+            &std::fs::metadata(&sessions).unwrap()
+        ) & 0o777,
         0o700
     );
     assert_eq!(
-        crate::sys::fs::mode(&std::fs::metadata(&target).unwrap()) & 0o777,
+        crate::sys::fs::mode(
+            std::path::Path::new(&target),
+            &std::fs::metadata(&target).unwrap()
+        ) & 0o777,
         0o600
     );
     // Replacing a symlink replaces the link, never its target.
@@ -359,7 +365,10 @@ fn atomic_write_modes_and_symlinks() {
     crate::sys::fs::set_mode(&sessions, 0o755).unwrap();
     write_file_atomic(&target, b"{}").unwrap();
     assert_eq!(
-        crate::sys::fs::mode(&std::fs::metadata(&sessions).unwrap()) & 0o777,
+        crate::sys::fs::mode(
+            std::path::Path::new(&sessions),
+            &std::fs::metadata(&sessions).unwrap()
+        ) & 0o777,
         0o700
     );
     // No temp file is left behind.

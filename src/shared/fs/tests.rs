@@ -38,7 +38,10 @@ fn atomic_write_replaces_a_symlink_instead_of_following_it() {
         .unwrap()
         .file_type()
         .is_symlink());
-    let mode = crate::sys::fs::mode(&fs::metadata(&target).unwrap()) & 0o777;
+    let mode = crate::sys::fs::mode(
+        std::path::Path::new(&target),
+        &fs::metadata(&target).unwrap(),
+    ) & 0o777;
     assert_eq!(mode, 0o600);
     let leftovers: Vec<_> = fs::read_dir(&dir)
         .unwrap()

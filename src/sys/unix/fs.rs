@@ -33,8 +33,10 @@ pub fn no_follow_nonblocking(opts: &mut OpenOptions) -> &mut OpenOptions {
     opts.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
 }
 
-/// The permission bits (and file type bits) of `meta`, as `st_mode`.
-pub fn mode(meta: &Metadata) -> u32 {
+/// The permission bits (and file type bits) of `meta`, as `st_mode`. The
+/// path is for platforms whose metadata carries no mode (Windows reads the
+/// DACL and the extension).
+pub fn mode(_path: &Path, meta: &Metadata) -> u32 {
     meta.mode()
 }
 

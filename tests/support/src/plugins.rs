@@ -240,11 +240,35 @@ impl TestHost {
         );
     }
 
-    /// Shuts down and checks no process of this test's plugins is left.
+    /// Every pid the host reported as started (`PluginEvent::Started`).
+    pub fn started_pids(&self) -> Vec<i32> {
+        self.events()
+            .iter()
+            .filter_map(|e| match e {
+                PluginEvent::Started { pid, .. } => Some(*pid),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Shuts down and checks no process of this test's plugins is left: on
+    /// Unix no process with this test's plugin data dir in its environment;
+    /// on Windows (no way to read another process's environment) every
+    /// plugin process the host reported as started has ended.
     pub fn finish(self) {
         let dir = self.plugins.dir.clone();
+        let started = self.started_pids();
         drop(self.host);
-        assert_no_process_of(&dir);
+        #[cfg(unix)]
+        {
+            let _ = started;
+            assert_no_process_of(&dir);
+        }
+        #[cfg(windows)]
+        {
+            let _ = dir;
+            assert_all_die(&started, "plugin processes left after the host was dropped");
+        }
     }
 }
 
@@ -255,6 +279,9 @@ pub fn kind<T: std::fmt::Debug>(r: Result<T, CallError>) -> (ErrorKind, CallErro
 }
 
 /// Pids whose environment contains `needle` (`NAME=value` or a prefix of it).
+/// Reads `/proc/<pid>/environ`: Unix only (Windows has no way to read another
+/// process's environment; its tests follow the pids the host reports).
+#[cfg(unix)]
 pub fn pids_with_env(needle: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut out = Vec::new();
@@ -279,6 +306,7 @@ pub fn pids_with_env(needle: &str) -> Vec<i32> {
 
 /// Every plugin process of a test has `PLUGIN_DATA_DIR=<dir>/data/…`; none
 /// may be left (waits briefly for SIGKILLed ones to vanish).
+#[cfg(unix)]
 pub fn assert_no_process_of(dir: &Path) {
     let needle = format!("PLUGIN_DATA_DIR={}/data/", dir.display());
     if wait_until(Duration::from_secs(5), || pids_with_env(&needle).is_empty()) {
@@ -286,12 +314,61 @@ pub fn assert_no_process_of(dir: &Path) {
     }
     let left = pids_with_env(&needle);
     for p in &left {
-        // SAFETY: cleaning up the test's own leftovers before failing.
-        unsafe { libc::kill(*p, libc::SIGKILL) };
+        kill_hard(*p);
     }
     panic!("plugin processes left behind: {left:?}");
 }
 
+/// Ends `pid` at once (SIGKILL; TerminateProcess on Windows): cleanup of a
+/// test's own leftovers before it fails.
+pub fn kill_hard(pid: i32) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) takes plain integers; the pid is a process this test
+    // started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::CloseHandle;
+        use windows_sys::Win32::System::Threading::{
+            OpenProcess, TerminateProcess, PROCESS_TERMINATE,
+        };
+        // SAFETY: OpenProcess takes plain values; the handle it returns is
+        // used once and closed here.
+        unsafe {
+            let h = OpenProcess(PROCESS_TERMINATE, 0, pid as u32);
+            if !h.is_null() {
+                TerminateProcess(h, 9);
+                CloseHandle(h);
+            }
+        }
+    }
+}
+
+/// Whether `pid` is a live process. On Windows: it can be opened and has no
+/// exit code yet.
+#[cfg(windows)]
+pub fn alive(pid: i32) -> bool {
+    use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+    // SAFETY: OpenProcess and GetExitCodeProcess take plain values and a
+    // pointer to a local; the handle is closed before returning.
+    unsafe {
+        let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid as u32);
+        if h.is_null() {
+            return false;
+        }
+        let mut code = 0u32;
+        let ok = GetExitCodeProcess(h, &mut code) != 0;
+        CloseHandle(h);
+        ok && code == STILL_ACTIVE as u32
+    }
+}
+
+#[cfg(unix)]
 pub fn alive(pid: i32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -350,8 +427,7 @@ pub fn assert_all_die(pids: &[i32], what: &str) {
         .collect();
     if !survivors.is_empty() {
         for p in pids {
-            // SAFETY: cleaning up processes this test started.
-            unsafe { libc::kill(*p, libc::SIGKILL) };
+            kill_hard(*p);
         }
         panic!("{what}: {survivors:?} still running");
     }

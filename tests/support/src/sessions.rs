@@ -3,13 +3,18 @@
 //! a raw client that writes lines as any peer would, and the C ABI string
 //! helpers.
 
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
+#[cfg(unix)]
 use std::time::{Duration, Instant};
+#[cfg(unix)]
+use std::{
+    io::{Read, Write},
+    os::fd::AsRawFd,
+    os::unix::net::{UnixListener, UnixStream},
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use qwen_companion::sessions::{Config, InboundMessage, Participant, ReceiptEvent};
 use serde_json::{json, Value};
@@ -53,7 +58,9 @@ pub fn collect_receipts(p: &Participant) -> mpsc::Receiver<ReceiptEvent> {
     rx
 }
 
-/// A listening socket that records every connection's lines.
+/// A listening socket that records every connection's lines. A UNIX-domain
+/// socket: the sessions tests that talk to inboxes directly are Unix tests.
+#[cfg(unix)]
 pub struct FakeInbox {
     pub path: PathBuf,
     rx: mpsc::Receiver<Vec<String>>,
@@ -62,6 +69,7 @@ pub struct FakeInbox {
     listener: UnixListener,
 }
 
+#[cfg(unix)]
 impl FakeInbox {
     pub fn new(dir: &Path, name: &str) -> FakeInbox {
         let path = dir.join(name);
@@ -133,6 +141,7 @@ impl FakeInbox {
     }
 }
 
+#[cfg(unix)]
 impl Drop for FakeInbox {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -144,6 +153,7 @@ impl Drop for FakeInbox {
 
 /// Writes `payload` to `path`, half-closes, and reports whether the peer
 /// closed its side within `timeout` (and how long that took).
+#[cfg(unix)]
 pub fn raw_send(path: &str, payload: &str, timeout: Duration) -> (bool, Duration) {
     let start = Instant::now();
     let mut s = UnixStream::connect(path).unwrap();

@@ -1,0 +1,398 @@
+//! Files: private directories and files, owner checks, atomic replace,
+//! directory locks, file identity and change stamps.
+//!
+//! POSIX modes map onto ACLs: a mode with no group or other bits (`0o700`,
+//! `0o600`) gives an owner-only protected DACL (the current user, full
+//! control, nothing inherited from the parent; a directory's entry is
+//! inherited by what is created in it). Any other mode gives the object
+//! back the DACL its parent hands down. [`mode`] synthesises the `st_mode`
+//! bits callers test from the attributes, the DACL and the extension.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::windows::fs::{MetadataExt, OpenOptionsExt};
+use std::os::windows::io::{AsRawHandle, OwnedHandle};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION};
+use windows_sys::Win32::Storage::FileSystem::{
+    LockFileEx, MoveFileExW, ReOpenFile, FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    LOCKFILE_EXCLUSIVE_LOCK, MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH, READ_CONTROL,
+    WRITE_DAC,
+};
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+use super::security::{self, Sid};
+use super::util::{owned, wide};
+
+const S_IFDIR: u32 = 0o040_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFLNK: u32 = 0o120_000;
+
+/// Whether `mode` asks for owner-only access (no group or other bits).
+fn is_private(mode: u32) -> bool {
+    mode & 0o077 == 0
+}
+
+/// Whether `path` names a named pipe (`\\.\pipe\…`, `\\?\pipe\…`), whose
+/// security is set when it is created.
+fn is_pipe_path(path: &Path) -> bool {
+    let s = path
+        .to_string_lossy()
+        .replace('/', "\\")
+        .to_ascii_lowercase();
+    s.starts_with(r"\\.\pipe\") || s.starts_with(r"\\?\pipe\")
+}
+
+/// Creates directories; those it creates with a private mode (`0o700`) get
+/// an owner-only DACL. The same calls as `std::fs::DirBuilder`.
+#[derive(Debug)]
+pub struct DirBuilder {
+    recursive: bool,
+    private: bool,
+}
+
+/// A builder that creates directories with `mode`.
+pub fn dir_builder(mode: u32) -> DirBuilder {
+    DirBuilder {
+        recursive: false,
+        private: is_private(mode),
+    }
+}
+
+impl DirBuilder {
+    /// Creates missing parents too (an existing directory is then no error).
+    pub fn recursive(&mut self, recursive: bool) -> &mut Self {
+        self.recursive = recursive;
+        self
+    }
+
+    /// Creates `path`. Each directory this call creates gets the mode; an
+    /// existing one is left as it is.
+    pub fn create(&self, path: &Path) -> io::Result<()> {
+        let mut created: Vec<PathBuf> = Vec::new();
+        if self.recursive {
+            let mut missing = Vec::new();
+            let mut p = Some(path);
+            while let Some(d) = p {
+                if d.as_os_str().is_empty() || std::fs::symlink_metadata(d).is_ok() {
+                    break;
+                }
+                missing.push(d.to_path_buf());
+                p = d.parent();
+            }
+            for d in missing.into_iter().rev() {
+                match std::fs::create_dir(&d) {
+                    Ok(()) => created.push(d),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if !path.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a directory", path.display()),
+                ));
+            }
+        } else {
+            std::fs::create_dir(path)?;
+            created.push(path.to_path_buf());
+        }
+        if self.private {
+            for d in &created {
+                security::set_owner_only(d, true)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sets the mode a file created by `opts` gets. Windows cannot attach a
+/// DACL through `OpenOptions`: a file created inside a private directory
+/// inherits its owner-only entry, and callers apply the exact mode with
+/// [`set_file_mode`] right after creating the file.
+pub fn create_mode(opts: &mut OpenOptions, _mode: u32) -> &mut OpenOptions {
+    opts
+}
+
+/// Makes `opts` open a reparse point (symlink, junction) itself instead of
+/// its target (`FILE_FLAG_OPEN_REPARSE_POINT`): the handle then describes
+/// the link, which callers refuse as not a regular file, and a create-new
+/// open fails on an existing link. Handles are never inherited by children.
+pub fn no_follow(opts: &mut OpenOptions) -> &mut OpenOptions {
+    opts.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+}
+
+/// [`no_follow`]. Opening a file never waits for a writer on Windows.
+pub fn no_follow_nonblocking(opts: &mut OpenOptions) -> &mut OpenOptions {
+    no_follow(opts)
+}
+
+/// Whether the name of `path` ends in an executable extension (`.exe`,
+/// `.cmd`, `.bat`, `.com` or one listed in `PATHEXT`).
+fn is_executable_name(path: &Path) -> bool {
+    let Some(ext) = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+    else {
+        return false;
+    };
+    let listed = std::env::var("PATHEXT")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    ["exe", "cmd", "bat", "com"].contains(&ext.as_str())
+        || listed
+            .split(';')
+            .any(|e| !e.is_empty() && e.trim_start_matches('.') == ext)
+}
+
+/// `st_mode` bits for the file at `path` whose metadata is `meta`: the type
+/// (`S_IFDIR`, `S_IFREG`, `S_IFLNK`); read bits for everyone, write bits
+/// unless read-only, execute bits for a directory or an executable
+/// extension; the group and other bits cleared when the DACL is owner-only.
+pub fn mode(path: &Path, meta: &Metadata) -> u32 {
+    let ft = meta.file_type();
+    let kind = if ft.is_symlink() {
+        S_IFLNK
+    } else if ft.is_dir() {
+        S_IFDIR
+    } else {
+        S_IFREG
+    };
+    let mut perm = if meta.file_attributes() & FILE_ATTRIBUTE_READONLY != 0 {
+        0o444
+    } else {
+        0o666
+    };
+    if ft.is_dir() || is_executable_name(path) {
+        perm |= 0o111;
+    }
+    if !ft.is_symlink() && security::describe(path).is_ok_and(|(_, private)| private) {
+        perm &= 0o700;
+    }
+    kind | perm
+}
+
+/// Sets the access of `path`: owner-only for a private mode, else what the
+/// parent hands down. A named pipe keeps the security it was created with.
+pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    if is_pipe_path(path) {
+        return Ok(());
+    }
+    let is_dir = std::fs::metadata(path)?.is_dir();
+    if is_private(mode) {
+        security::set_owner_only(path, is_dir)
+    } else {
+        security::set_inherited(path)
+    }
+}
+
+/// [`set_mode`] for an open file.
+pub fn set_file_mode(file: &File, mode: u32) -> io::Result<()> {
+    let is_dir = file.metadata()?.is_dir();
+    // SAFETY: reopens our live handle for WRITE_DAC only (sharing every
+    // data access, so it never conflicts with the original open).
+    let h = unsafe {
+        ReOpenFile(
+            file.as_raw_handle(),
+            WRITE_DAC | READ_CONTROL,
+            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+            if is_dir {
+                FILE_FLAG_BACKUP_SEMANTICS
+            } else {
+                0
+            },
+        )
+    };
+    let h: OwnedHandle = owned(h)?;
+    if is_private(mode) {
+        security::set_owner_only_handle(h.as_raw_handle(), is_dir)
+    } else {
+        security::set_inherited_handle(h.as_raw_handle())
+    }
+}
+
+/// Who owns a file: a SID, printed in its `S-1-5-…` form. An owner that
+/// could not be read equals nobody.
+#[derive(Debug, Clone)]
+pub struct OwnerId(Option<Sid>);
+
+impl PartialEq for OwnerId {
+    fn eq(&self, other: &OwnerId) -> bool {
+        matches!((&self.0, &other.0), (Some(a), Some(b)) if a == b)
+    }
+}
+
+impl std::fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(s) => f.write_str(&s.to_string_form()),
+            None => f.write_str("(unknown owner)"),
+        }
+    }
+}
+
+/// The owner of the file at `path` (read from its security descriptor).
+pub fn owner(path: &Path, _meta: &Metadata) -> OwnerId {
+    OwnerId(security::describe(path).ok().map(|(o, _)| o))
+}
+
+/// The user this process runs as.
+pub fn current_owner() -> OwnerId {
+    OwnerId(security::current_user().ok())
+}
+
+/// Total time [`replace`] keeps retrying a rename that antivirus, indexers
+/// or a reader briefly block.
+const REPLACE_RETRY_FOR: Duration = Duration::from_millis(1500);
+
+/// Replaces `to` with `from` in one step (`MoveFileExW` with
+/// `MOVEFILE_REPLACE_EXISTING`; a link at `to` is replaced, never written
+/// through). `ERROR_ACCESS_DENIED` and `ERROR_SHARING_VIOLATION` (EPERM /
+/// EACCES: another process has the file open) are retried with a growing
+/// pause for about 1.5 s, as Qwen Code retries its own renames.
+pub fn replace(from: &Path, to: &Path) -> io::Result<()> {
+    let f = wide(from.as_os_str())?;
+    let t = wide(to.as_os_str())?;
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        // SAFETY: two NUL-terminated paths.
+        let ok = unsafe {
+            MoveFileExW(
+                f.as_ptr(),
+                t.as_ptr(),
+                MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH,
+            )
+        };
+        if ok != 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        let transient = matches!(
+            e.raw_os_error().map(|c| c as u32),
+            Some(ERROR_ACCESS_DENIED) | Some(ERROR_SHARING_VIOLATION)
+        );
+        if !transient || start.elapsed() + pause > REPLACE_RETRY_FOR {
+            return Err(e);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// Flushes a directory's entries to disk. [`replace`] already asks for
+/// `MOVEFILE_WRITE_THROUGH` and NTFS journals its metadata: nothing to do.
+pub fn sync_dir(_dir: &Path) {}
+
+/// The name of the lock file [`DirLock`] creates inside the directory.
+pub const DIR_LOCK_FILE: &str = ".lock";
+
+/// An exclusive lock on a directory, held until dropped: `LockFileEx` on
+/// the file [`DIR_LOCK_FILE`] inside it (Windows cannot lock a directory
+/// handle). Blocks until no other process of ours holds it.
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    pub fn exclusive(dir: &Path) -> io::Result<DirLock> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(DIR_LOCK_FILE))?;
+        // SAFETY: zeroed OVERLAPPED (offset 0) for a synchronous handle;
+        // LockFileEx returns once the whole range is locked.
+        let ok = unsafe {
+            let mut ov: OVERLAPPED = std::mem::zeroed();
+            LockFileEx(
+                f.as_raw_handle(),
+                LOCKFILE_EXCLUSIVE_LOCK,
+                0,
+                u32::MAX,
+                u32::MAX,
+                &mut ov,
+            )
+        };
+        super::util::check(ok)?;
+        Ok(DirLock { _file: f })
+    }
+}
+
+/// The identity of a file. Stable Rust does not expose the volume serial
+/// and file index from `Metadata` on Windows, so this is the creation time
+/// (100 ns) and whether it is a directory: a file replaced by a rename
+/// (a new file) has a new creation time, except within the 15 s of NTFS
+/// "tunnelling", where [`FileVersion`]'s size and write time still differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    created: u64,
+    directory: bool,
+}
+
+impl FileId {
+    pub fn of(meta: &Metadata) -> FileId {
+        FileId {
+            created: meta.creation_time(),
+            directory: meta.is_dir(),
+        }
+    }
+}
+
+/// What tells a changed file from an unchanged one: identity, size and
+/// last-write time (ns; Windows has no status-change time in `Metadata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileVersion {
+    id: FileId,
+    size: u64,
+    modified_ns: i128,
+}
+
+/// 100 ns intervals between 1601-01-01 and 1970-01-01.
+const EPOCH_DIFF_100NS: i128 = 116_444_736_000_000_000;
+
+impl FileVersion {
+    pub fn of(meta: &Metadata) -> FileVersion {
+        FileVersion {
+            id: FileId::of(meta),
+            size: meta.file_size(),
+            modified_ns: (meta.last_write_time() as i128 - EPOCH_DIFF_100NS) * 100,
+        }
+    }
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn modified_ns(&self) -> i128 {
+        self.modified_ns
+    }
+}
+
+/// Whether `ft` is a local socket (Windows named pipes are not files).
+#[cfg(test)]
+pub fn is_socket(_ft: &std::fs::FileType) -> bool {
+    false
+}
+
+#[cfg(test)]
+/// Creates a symlink `link` pointing at `original` (a file or a directory;
+/// needs Developer Mode or the symlink privilege).
+pub fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
+    let (original, link) = (original.as_ref(), link.as_ref());
+    let target = if original.is_relative() {
+        link.parent().unwrap_or(Path::new("")).join(original)
+    } else {
+        original.to_path_buf()
+    };
+    if target.is_dir() {
+        std::os::windows::fs::symlink_dir(original, link)
+    } else {
+        std::os::windows::fs::symlink_file(original, link)
+    }
+}

@@ -1,0 +1,137 @@
+//! Unit tests of what the Windows layer adds (run under Windows or Wine).
+
+use super::frame::{self, Decoder};
+use super::{env, fs, io as sysio, process};
+
+#[test]
+fn frames_round_trip_over_any_split() {
+    let mut wire = frame::encode(b"{\"a\":1}\n");
+    wire.extend(frame::encode(b"{\"b\":2}\n"));
+    for split in 1..wire.len() {
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        for part in [&wire[..split], &wire[split..]] {
+            let mut buf = part.to_vec();
+            let (n, h) = d.decode_in_place(&mut buf).unwrap();
+            assert_eq!(h, 0);
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, b"{\"a\":1}\n{\"b\":2}\n", "split at {split}");
+    }
+}
+
+#[test]
+fn frame_header_matches_libuv_layout() {
+    let h = frame::header(0x0102_0304);
+    assert_eq!(h, [1, 0, 0, 0, 0, 0, 0, 0, 4, 3, 2, 1, 0, 0, 0, 0]);
+    assert_eq!(frame::header(0), [0; 16]);
+}
+
+#[test]
+fn bad_frames_are_refused_and_socket_transfers_counted() {
+    let mut bad = frame::header(1).to_vec();
+    bad[0] = 0x08;
+    bad.push(b'x');
+    assert!(Decoder::default().decode_in_place(&mut bad).is_err());
+    let mut reserved = frame::header(1).to_vec();
+    reserved[12] = 1;
+    reserved.push(b'x');
+    assert!(Decoder::default().decode_in_place(&mut reserved).is_err());
+    // A socket transfer: header with HAS_DATA|HAS_SOCKET_XFER, 632 bytes, data.
+    let mut xfer = frame::header(2).to_vec();
+    xfer[0] = 0x03;
+    xfer.extend(std::iter::repeat_n(0xAA, 632));
+    xfer.extend_from_slice(b"ok");
+    let (n, h) = Decoder::default().decode_in_place(&mut xfer).unwrap();
+    assert_eq!((&xfer[..n], h), (&b"ok"[..], 1));
+}
+
+#[test]
+fn command_line_quotes_as_the_crt_parses() {
+    let line = process::command_line(
+        "C:\\Program Files\\node.exe".as_ref(),
+        &[
+            "a b".into(),
+            "q\"x".into(),
+            "tail\\".into(),
+            "".into(),
+            "sp ace\\".into(),
+        ],
+    )
+    .unwrap();
+    let s = String::from_utf16(&line[..line.len() - 1]).unwrap();
+    assert_eq!(
+        s,
+        r#""C:\Program Files\node.exe" "a b" "q\"x" tail\ "" "sp ace\\""#
+    );
+}
+
+#[test]
+fn env_block_is_sorted_deduplicated_and_double_nul_terminated() {
+    let block = process::env_block(&[
+        ("b".into(), "2".into()),
+        ("A".into(), "1".into()),
+        ("B".into(), "3".into()),
+    ])
+    .unwrap();
+    let s = String::from_utf16(&block).unwrap();
+    assert_eq!(s, "A=1\0B=3\0\0");
+    assert!(process::env_block(&[("a=b".into(), "1".into())]).is_err());
+}
+
+#[test]
+fn crt_fd_block_layout() {
+    let h = 0x1234usize as windows_sys::Win32::Foundation::HANDLE;
+    let b = process::crt_fd_block(&[(0x01, h), (0x09, h)]);
+    assert_eq!(&b[..4], &2i32.to_le_bytes());
+    assert_eq!(&b[4..6], &[0x01, 0x09]);
+    assert_eq!(b.len(), 4 + 2 + 2 * std::mem::size_of::<usize>());
+}
+
+#[test]
+fn errno_names_map_windows_codes() {
+    use windows_sys::Win32::Foundation as f;
+    let name = |c: u32| sysio::errno_name(&std::io::Error::from_raw_os_error(c as i32));
+    assert_eq!(name(f::ERROR_FILE_NOT_FOUND), Some("ENOENT"));
+    assert_eq!(name(f::ERROR_PIPE_BUSY), Some("EBUSY"));
+    assert_eq!(name(f::ERROR_NO_DATA), Some("EPIPE"));
+    assert_eq!(name(10061), Some("ECONNREFUSED"));
+}
+
+#[test]
+fn path_bytes_use_forward_slashes() {
+    let p = std::path::Path::new(r"C:\Users\me\a b.txt");
+    assert_eq!(&*env::path_bytes(p), b"C:/Users/me/a b.txt");
+}
+
+#[test]
+fn private_dir_and_file_read_back_as_0700_and_0600() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("private");
+    fs::dir_builder(0o700).create(&dir).unwrap();
+    let meta = std::fs::metadata(&dir).unwrap();
+    assert_eq!(fs::mode(&dir, &meta) & 0o777, 0o700);
+    assert_eq!(fs::owner(&dir, &meta), fs::current_owner());
+    let file = dir.join("f.exe");
+    let f = std::fs::File::create(&file).unwrap();
+    fs::set_file_mode(&f, 0o600).unwrap();
+    let m = std::fs::metadata(&file).unwrap();
+    assert_eq!(fs::mode(&file, &m) & 0o077, 0);
+    assert_ne!(fs::mode(&file, &m) & 0o111, 0);
+    fs::set_mode(&dir, 0o755).unwrap();
+    let meta = std::fs::metadata(&dir).unwrap();
+    assert_ne!(fs::mode(&dir, &meta) & 0o077, 0);
+}
+
+#[test]
+fn replace_overwrites_and_liveness_of_self() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    std::fs::write(&a, "new").unwrap();
+    std::fs::write(&b, "old").unwrap();
+    fs::replace(&a, &b).unwrap();
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "new");
+    let me = process::current_pid();
+    assert!(process::exists(me) && process::is_alive(me));
+    assert!(process::start_token(me).is_some_and(|t| t.starts_with("win:")));
+}
