@@ -119,6 +119,8 @@ fn file_names() {
     assert!(!is_temp_file_name("123.json.0123456789a.tmp"));
 }
 
+// Needs start tokens (Linux's /proc).
+#[cfg(target_os = "linux")]
 #[test]
 fn liveness_and_sweep_table() {
     let dir = TempDir::new("reg");
@@ -254,6 +256,8 @@ fn liveness_and_sweep_table() {
     let _ = (proc_start_token(pid), pid_namespace(), ps);
 }
 
+// Needs start tokens (Linux's /proc).
+#[cfg(target_os = "linux")]
 #[test]
 fn choose_names() {
     let dir = TempDir::new("choose");

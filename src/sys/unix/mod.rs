@@ -32,5 +32,5 @@ compile_error!(
      the functions of linux.rs and select it in src/sys/unix/mod.rs."
 );
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests;
