@@ -1,13 +1,9 @@
-use std::path::Path;
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use super::store::is_temp_file_name;
 use super::*;
 use crate::sessions::names::peer_ref;
 use crate::sessions::net::Verdict;
-use crate::sessions::proc::{boot_id, own_pid, pid_namespace, proc_start_token};
 use crate::shared::testutil::TempDir;
 
 fn me() -> Identity {
@@ -123,6 +119,8 @@ fn file_names() {
 #[cfg(target_os = "linux")]
 #[test]
 fn liveness_and_sweep_table() {
+    use crate::sessions::proc::{boot_id, own_pid, pid_namespace, proc_start_token};
+    use std::time::Duration;
     let dir = TempDir::new("reg");
     let d = dir.path();
     let own = me();
@@ -260,6 +258,7 @@ fn liveness_and_sweep_table() {
 #[cfg(target_os = "linux")]
 #[test]
 fn choose_names() {
+    use std::path::Path;
     let dir = TempDir::new("choose");
     let d = dir.path();
     let own = me();

@@ -103,7 +103,7 @@ pub fn channel_stream(end: ChannelEnd) -> io::Result<LocalStream> {
 }
 
 /// A connected pair of channel ends (for tests of the channel transport).
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 pub fn channel_pair() -> io::Result<(ChannelEnd, ChannelEnd)> {
     let (a, b) = std::os::unix::net::UnixStream::pair()?;
     Ok((ChannelEnd(a.into()), ChannelEnd(b.into())))
