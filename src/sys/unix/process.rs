@@ -7,9 +7,12 @@
 //! close-on-exec, move the child's end to fd [`CHANNEL_FD`] in the child
 //! only, and close our copy of it right after the spawn (otherwise we would
 //! never see EOF). In the child, before exec, only async-signal-safe calls
-//! run: `setpgid(0, 0)` (own process group), the parent death signal and a
-//! re-check of the parent (Linux), marking every inherited fd ≥ 3
-//! close-on-exec (Linux, best effort), then `dup2` of the channel to fd 3.
+//! run: `setpgid(0, 0)` (own process group), the parent watch and a
+//! re-check of the parent (Linux: the parent death signal; macOS: a forked
+//! kqueue watchdog that kills the group when the host exits), marking every
+//! inherited fd ≥ 3 close-on-exec (Linux: `close_range`, best effort;
+//! macOS: `fcntl` up to the descriptor limit), then `dup2` of the channel
+//! to fd 3.
 //! Windows (next): `CreateProcessW` with the channel's pipe in the C-runtime
 //! fd table (`STARTUPINFO.lpReserved2`) and the child in a Job Object that
 //! is killed when the host dies.
@@ -248,8 +251,8 @@ fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
 /// stdin from the null device, stdout and stderr piped, in a new process
 /// group, with no inherited descriptor but the channel. The child is killed
 /// when the calling THREAD exits (Linux: the parent death signal follows the
-/// spawning thread), so call it from a thread that lives as long as the
-/// children should.
+/// spawning thread; macOS: when the process exits), so call it from a
+/// thread that lives as long as the children should.
 pub fn spawn_with_channel(cmd: ChannelCommand) -> io::Result<ChannelChild> {
     let (parent_end, child_end) = super::os::stream_socketpair_cloexec()?;
     let child_end = dup_high(&child_end)?;
@@ -267,7 +270,8 @@ pub fn spawn_with_channel(cmd: ChannelCommand) -> io::Result<ChannelChild> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // SAFETY: the closure only makes async-signal-safe calls (setpgid,
-    // prctl, getppid, syscall(close_range), dup2, _exit) on values
+    // prctl or fork of the watchdog, getppid, close_range or fcntl, dup2,
+    // _exit) on values
     // captured by copy; it allocates nothing and takes no lock.
     unsafe {
         c.pre_exec(move || {
