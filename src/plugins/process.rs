@@ -218,9 +218,12 @@ impl Spawner {
     /// added to `spec.env` here.
     pub fn spawn(&self, mut spec: SpawnSpec, rt: &tokio::runtime::Handle) -> Result<Child> {
         let program = spec.program.clone();
-        spec.program = node::resolve(&program)
-            .map_err(|msg| Error::new(Status::NotFound, format!("cannot start {msg}")))?
-            .into_os_string();
+        let resolved = node::resolve(&program).map_err(|msg| Error::new(Status::NotFound, msg))?;
+        if let Some(path) = node::path_with_node_dir(&resolved, std::env::var_os("PATH").as_deref())
+        {
+            spec.env.push(("PATH".into(), path));
+        }
+        spec.program = resolved.into_os_string();
         let tag = crate::shared::rand::random_hex(16)?;
         spec.env.push((TAG_VAR.into(), tag.clone().into()));
         let s = self.spawn_raw(spec).map_err(|e| {

@@ -8,8 +8,10 @@
 //! [`crate::sys::env::login_shell_path`]), then in the usual install
 //! folders ([`crate::sys::env::node_install_dirs`]: Homebrew, nvm newest
 //! first, Volta, asdf, mise, fnm, …; on Windows the Node installer's folder,
-//! nvm-windows, Volta, scoop). The absolute path found is what is spawned.
-//! A setting with a path in it is used as it is.
+//! nvm-windows, Volta, scoop). The absolute path found is what is spawned,
+//! and when its folder is not on our `PATH` the plugin's `PATH` starts with
+//! it (so the plugin's own `node`, `npm` or `npx` children are found). A
+//! setting with a path in it is used as it is.
 //!
 //! Results are cached per process and setting: a path found is reused while
 //! it is still an executable file; a failed search is repeated after
@@ -69,6 +71,21 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, String> {
     }
     cache.insert(program.to_os_string(), (Instant::now(), found.clone()));
     found
+}
+
+/// The `PATH` a plugin gets when `node` was found outside `path` (our
+/// own): its folder first, so the plugin's own `node`, `npm` or `npx`
+/// children are found too. `None` when `path` has it already.
+pub fn path_with_node_dir(node: &Path, path: Option<&OsStr>) -> Option<OsString> {
+    let dir = node.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let mut dirs: Vec<PathBuf> = path
+        .map(|p| std::env::split_paths(p).collect())
+        .unwrap_or_default();
+    if dirs.iter().any(|d| d == dir) {
+        return None;
+    }
+    dirs.insert(0, dir.to_path_buf());
+    std::env::join_paths(dirs).ok()
 }
 
 /// A name without any path separator (looked up in folders).

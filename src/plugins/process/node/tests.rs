@@ -2,7 +2,7 @@ use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::{is_bare_name, resolve, search, Places};
+use super::{is_bare_name, path_with_node_dir, resolve, search, Places};
 use crate::shared::testutil::TempDir;
 
 fn exe(dir: &Path, name: &str) -> PathBuf {
@@ -135,4 +135,22 @@ fn not_found_names_everything_searched() {
         },
     );
     assert!(e.is_err());
+}
+
+#[test]
+fn plugin_path_starts_with_the_node_folder() {
+    let node = Path::new("/opt/homebrew/bin/node");
+    assert_eq!(
+        path_with_node_dir(node, Some(OsStr::new("/usr/bin:/bin"))),
+        Some(OsString::from("/opt/homebrew/bin:/usr/bin:/bin"))
+    );
+    assert_eq!(
+        path_with_node_dir(node, Some(OsStr::new("/usr/bin:/opt/homebrew/bin"))),
+        None,
+        "already there"
+    );
+    assert_eq!(
+        path_with_node_dir(node, None),
+        Some(OsString::from("/opt/homebrew/bin"))
+    );
 }
