@@ -401,7 +401,12 @@ async fn accept_loop(
             _ = cancel.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((s, _)) => s,
+            // A stream that cannot be kept from raising SIGPIPE (macOS) is
+            // never written to.
+            Ok((s, _)) => match crate::sys::ipc::accepted_tcp(&s) {
+                Ok(()) => s,
+                Err(_) => continue,
+            },
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 logger.warn(|| format!("accept failed: {e}"));

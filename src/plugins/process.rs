@@ -26,6 +26,10 @@
 //! none of the IDE's files even if the IDE leaked one without O_CLOEXEC),
 //! then `dup2` of the channel to fd 3.
 //!
+//! On macOS, which has no parent death signal, a small watchdog forked in
+//! the child before exec waits in kqueue for the host's exit and then kills
+//! the plugin's process group (see `crate::sys`'s `unix/macos.rs`).
+//!
 //! PR_SET_PDEATHSIG fires when the spawning THREAD exits, not the process.
 //! So every spawn of a host happens on one dedicated, long-lived thread
 //! ([`Spawner`], `qc-plugin-spawn`), never on a tokio worker or blocking-pool
@@ -70,6 +74,8 @@ use crate::sys::process::{ChannelChild, ChannelCommand, ChannelEnd, PipeReader, 
 pub use crate::sys::ExitInfo;
 use crate::sys::Signal;
 
+pub mod node;
+
 /// The per-instance tag variable every descendant of a plugin inherits.
 pub const TAG_VAR: &str = "QWEN_COMPANION_PLUGIN_INSTANCE";
 /// The fd the child's channel end is moved to.
@@ -84,7 +90,8 @@ pub const ALLOWED_ENV: &[&str] = crate::sys::platform::PLUGIN_ENV.names;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
-    /// The node (or Electron) binary: a path or a name looked up in PATH.
+    /// The node (or Electron) binary: a path, or a name looked up in PATH,
+    /// the login shell's PATH and the usual install folders ([`node`]).
     pub program: OsString,
     /// Arguments (the entry script's path).
     pub args: Vec<OsString>,
@@ -215,13 +222,22 @@ impl Spawner {
             .map_err(|_| io::Error::other("the spawn thread is gone"))?
     }
 
-    /// Spawns on the spawn thread (blocks the caller until done; call it off
-    /// the runtime workers, e.g. in `spawn_blocking`). `rt` runs the drain
-    /// tasks. The tag variable is added to `spec.env` here.
+    /// Spawns on the spawn thread (blocks the caller until done, the first
+    /// time for up to [`node::SHELL_TIMEOUT`] more while `node` is looked
+    /// for: call it off the runtime workers, e.g. in `spawn_blocking`). A
+    /// bare program name is resolved to an absolute path by
+    /// [`node::resolve`]. `rt` runs the drain tasks. The tag variable is
+    /// added to `spec.env` here.
     pub fn spawn(&self, mut spec: SpawnSpec, rt: &tokio::runtime::Handle) -> Result<Child> {
+        let program = spec.program.clone();
+        let resolved = node::resolve(&program).map_err(|msg| Error::new(Status::NotFound, msg))?;
+        if let Some(path) = node::path_with_node_dir(&resolved, std::env::var_os("PATH").as_deref())
+        {
+            spec.env.push(("PATH".into(), path));
+        }
+        spec.program = resolved.into_os_string();
         let tag = crate::shared::rand::random_hex(16)?;
         spec.env.push((TAG_VAR.into(), tag.clone().into()));
-        let program = spec.program.clone();
         let s = self.spawn_raw(spec).map_err(|e| {
             Error::new(
                 Status::Io,

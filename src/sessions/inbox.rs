@@ -461,7 +461,9 @@ pub async fn serve(
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    if conns.len() >= MAX_CONNECTIONS {
+                    // Full, or a stream that cannot be kept from raising
+                    // SIGPIPE (macOS): closed at once.
+                    if conns.len() >= MAX_CONNECTIONS || sys::ipc::accepted(&stream).is_err() {
                         drop(stream);
                         continue;
                     }

@@ -14,29 +14,32 @@
 //! `event`, `exit`, `mem`, `thread`, `io`). The portable types shared by all
 //! of them ([`ExitInfo`], [`Signal`]) live here.
 //!
-//! Implemented today: Windows (`windows/`) and Linux (`unix/`, with the Linux-only parts — parent
-//! death signal, the `/proc` scan, `pipe2`, `close_range`,
-//! `MSG_CMSG_CLOEXEC` — in `unix/linux.rs`). The interface is shaped for
-//! the next two:
-//! - macOS goes into `unix/` next to `linux.rs`: a parent watch
-//!   (kqueue `EVFILT_PROC`/`NOTE_EXIT`) instead of the parent death signal,
-//!   `proc_listallpids`/`sysctl(KERN_PROCARGS2)` for the process scan,
-//!   `SO_NOSIGPIPE` on sockets, `pipe` + `fcntl` instead of `pipe2`.
-//! - Windows gets its own `windows/`: handles instead of fds behind the same
-//!   opaque types ([`process::ChannelEnd`], [`process::PipeReader`],
-//!   [`event::RawEventHandle`]), named pipes behind [`ipc`], a Job Object
-//!   (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`) behind the process group,
-//!   owner-only ACLs behind the private modes, `CreateProcessW` with the
-//!   C-runtime fd table in `STARTUPINFO.lpReserved2` for Node's channel, and a
-//!   retrying rename (antivirus and indexers hold files briefly) behind
-//!   [`fs::replace`].
+//! Implemented today: Linux and macOS (`unix/`, shared POSIX code, with
+//! what only one of them has in `unix/linux.rs` — parent death signal, the
+//! `/proc` scan, `pipe2`, `close_range`, `MSG_CMSG_CLOEXEC` — or in
+//! `unix/macos.rs` — a kqueue `EVFILT_PROC` parent watch, the
+//! `proc_listallpids`/`sysctl(KERN_PROCARGS2)` scan, `SO_NOSIGPIPE`, and
+//! `fcntl` after `pipe` — both reached as `unix::os`). The macOS code is
+//! compiled and linted for `aarch64-apple-darwin` and `x86_64-apple-darwin`
+//! but not run; its portable part (the `KERN_PROCARGS2` parser) is tested
+//! on Linux.
 //!
-//! Any other target stops at the `compile_error!` below, so the build of an
-//! unported platform fails in this module only.
+//! Windows (`windows/`): handles instead of fds behind the same
+//! opaque types ([`process::ChannelEnd`], [`process::PipeReader`],
+//! [`event::RawEventHandle`]), named pipes behind [`ipc`], a Job Object
+//! (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`) behind the process group,
+//! owner-only ACLs behind the private modes, `CreateProcessW` with the
+//! C-runtime fd table in `STARTUPINFO.lpReserved2` for Node's channel, and a
+//! retrying rename (antivirus and indexers hold files briefly) behind
+//! [`fs::replace`]. Its unit tests run under Wine on Linux.
+//!
+//! Any other target stops at the `compile_error!` below (another Unix at the
+//! one in `unix/mod.rs`), so the build of an unported platform names this
+//! module first.
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod unix;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 use unix as imp;
 
 #[cfg(windows)]
@@ -44,17 +47,12 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
-#[cfg(not(any(target_os = "linux", windows)))]
+#[cfg(not(any(unix, windows)))]
 compile_error!(
-    "qwen-companion has no OS layer for this target yet: only Linux and Windows are implemented in src/sys. \
-     Add src/sys/<os>/ exporting the same modules as src/sys/unix/ and select it in src/sys/mod.rs."
+    "qwen-companion has no OS layer for this target yet: only Unix (Linux, macOS) and Windows \
+     are implemented in src/sys. Add src/sys/<os>/ exporting the same modules as src/sys/unix/ \
+     and select it in src/sys/mod.rs."
 );
-// Still compiled on an unported target, so that the crate's other modules
-// resolve every `sys::` name and the only errors are the ones in here.
-#[cfg(not(any(target_os = "linux", windows)))]
-mod unix;
-#[cfg(not(any(target_os = "linux", windows)))]
-use unix as imp;
 
 pub use imp::{env, event, fs, io, ipc, mem, process, thread};
 
@@ -63,7 +61,8 @@ pub(crate) use exit::at_exit;
 pub mod platform;
 
 /// A request to end or pause processes. On Windows, `Terminate` and `Kill`
-/// both end the Job Object and `Stop` suspends it.
+/// both end the process (a plugin's whole Job Object for a group), and
+/// `Stop` is not available (it does nothing there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
     /// Ask to exit (SIGTERM).

@@ -16,7 +16,8 @@ pub struct Config {
     /// Default `<qwen_home>/companion/plugins`.
     #[serde(default)]
     pub plugins_dir: Option<PathBuf>,
-    /// The node binary: a path or a name looked up in PATH (default `node`).
+    /// The node binary: a path, or a name looked up in PATH, then in the
+    /// login shell's PATH and the usual install folders (default `node`).
     #[serde(default)]
     pub node: Option<String>,
     /// The `node` binary is an Electron runtime (`ELECTRON_RUN_AS_NODE=1`).

@@ -43,6 +43,32 @@ fn candidate_table() {
 }
 
 #[test]
+fn macos_per_user_tmpdir_fits() {
+    // macOS: no XDG_RUNTIME_DIR, and os.tmpdir() is the long per-user
+    // `$TMPDIR` (with its trailing slash), as in Qwen Code's candidates.
+    let tmpdir = "/var/folders/7x/4kq1mnzs2zd0lbr0h3wz6b4r0000gn/T/";
+    let c = candidates(99_998, None, Some(Path::new(tmpdir)), "0123456789abcdef");
+    assert_eq!(
+        c,
+        vec![
+            PathBuf::from(
+                "/var/folders/7x/4kq1mnzs2zd0lbr0h3wz6b4r0000gn/T/qwen-socks-0123456789abcdef/99998.sock"
+            ),
+            PathBuf::from("/tmp/qwen-socks-0123456789abcdef/99998.sock"),
+        ]
+    );
+    assert!(c[0].as_os_str().len() <= MAX_SOCKET_PATH_BYTES);
+    // A sandboxed app's container tmp is too long: only /tmp is left.
+    let container =
+        "/Users/someone.with.a.long.name/Library/Containers/com.example.editor/Data/tmp/";
+    let c = candidates(99_998, None, Some(Path::new(container)), "0123456789abcdef");
+    assert_eq!(
+        c,
+        vec![PathBuf::from("/tmp/qwen-socks-0123456789abcdef/99998.sock")]
+    );
+}
+
+#[test]
 fn file_name_rules() {
     assert_eq!(socket_file_pid("12.sock"), Some(12));
     assert_eq!(socket_file_pid("12-0a0b0c0d.sock"), Some(12));

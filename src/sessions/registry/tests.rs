@@ -1,13 +1,9 @@
-use std::path::Path;
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use super::store::is_temp_file_name;
 use super::*;
 use crate::sessions::names::peer_ref;
 use crate::sessions::net::Verdict;
-use crate::sessions::proc::{boot_id, own_pid, pid_namespace, proc_start_token};
 use crate::shared::testutil::TempDir;
 
 fn me() -> Identity {
@@ -119,8 +115,12 @@ fn file_names() {
     assert!(!is_temp_file_name("123.json.0123456789a.tmp"));
 }
 
+// Needs start tokens (Linux's /proc).
+#[cfg(target_os = "linux")]
 #[test]
 fn liveness_and_sweep_table() {
+    use crate::sessions::proc::{boot_id, own_pid, pid_namespace, proc_start_token};
+    use std::time::Duration;
     let dir = TempDir::new("reg");
     let d = dir.path();
     let own = me();
@@ -254,8 +254,11 @@ fn liveness_and_sweep_table() {
     let _ = (proc_start_token(pid), pid_namespace(), ps);
 }
 
+// Needs start tokens (Linux's /proc).
+#[cfg(target_os = "linux")]
 #[test]
 fn choose_names() {
+    use std::path::Path;
     let dir = TempDir::new("choose");
     let d = dir.path();
     let own = me();

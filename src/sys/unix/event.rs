@@ -19,7 +19,7 @@ pub struct EventHandle {
 
 impl EventHandle {
     pub fn new() -> io::Result<EventHandle> {
-        let (read, write) = super::linux::pipe_nonblocking()?;
+        let (read, write) = super::os::pipe_nonblocking()?;
         Ok(EventHandle { read, write })
     }
 

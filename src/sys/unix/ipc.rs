@@ -1,9 +1,13 @@
 //! Local sockets (UNIX-domain sockets here; named pipes on Windows) and the
 //! byte transport of a plugin's Node channel.
 //!
-//! Every write to a peer uses `MSG_NOSIGNAL` (macOS: `SO_NOSIGPIPE`): a write
-//! to a dead peer gives EPIPE instead of a SIGPIPE that would kill the host
-//! application. tokio's and std's stream writes already do so on Linux.
+//! No write to a dead peer may raise SIGPIPE, which would kill the host
+//! application: it must give EPIPE. On Linux every write passes
+//! `MSG_NOSIGNAL` (ours here, and std's and tokio's stream writes). macOS has
+//! no such flag: the socket itself carries `SO_NOSIGPIPE`. tokio (mio) sets
+//! it on the sockets it creates (`connect`, `bind`) but not on accepted ones,
+//! so every accepted stream goes through [`accepted`] / [`accepted_tcp`], and
+//! our channel socketpair and dial socket set it themselves.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -23,6 +27,17 @@ pub type StdLocalListener = std::os::unix::net::UnixListener;
 /// Binds a listening socket at `path` (the file must not exist).
 pub fn bind(path: &Path) -> io::Result<StdLocalListener> {
     StdLocalListener::bind(path)
+}
+
+/// Prepares a stream `accept` returned (macOS: `SO_NOSIGPIPE`, which an
+/// accepted socket does not inherit; nothing on Linux).
+pub fn accepted(stream: &LocalStream) -> io::Result<()> {
+    super::os::no_sigpipe(stream.as_raw_fd())
+}
+
+/// [`accepted`] for a loopback TCP connection.
+pub fn accepted_tcp(stream: &tokio::net::TcpStream) -> io::Result<()> {
+    super::os::no_sigpipe(stream.as_raw_fd())
 }
 
 /// Connects to the socket at `path`.
@@ -56,7 +71,7 @@ pub fn dial_once(path: &str) -> Dial {
         for (i, b) in bytes.iter().enumerate() {
             addr.sun_path[i] = *b as libc::c_char;
         }
-        let fd = super::linux::unix_stream_socket_nonblocking();
+        let fd = super::os::unix_stream_socket_nonblocking();
         if fd < 0 {
             return Dial::Unknown;
         }
@@ -88,7 +103,7 @@ pub fn channel_stream(end: ChannelEnd) -> io::Result<LocalStream> {
 }
 
 /// A connected pair of channel ends (for tests of the channel transport).
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 pub fn channel_pair() -> io::Result<(ChannelEnd, ChannelEnd)> {
     let (a, b) = std::os::unix::net::UnixStream::pair()?;
     Ok((ChannelEnd(a.into()), ChannelEnd(b.into())))
@@ -152,7 +167,7 @@ fn recv_once(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, usize)> {
     msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = (control.len() * 8) as _;
     // SAFETY: recvmsg on our socket with the header above.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, super::linux::RECV_FLAGS) };
+    let n = unsafe { libc::recvmsg(fd, &mut msg, super::os::RECV_FLAGS) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -187,7 +202,7 @@ pub async fn send_all(stream: &LocalStream, mut bytes: &[u8]) -> io::Result<()> 
                     fd,
                     bytes.as_ptr() as *const libc::c_void,
                     bytes.len(),
-                    super::linux::SEND_FLAGS,
+                    super::os::SEND_FLAGS,
                 )
             };
             if n < 0 {

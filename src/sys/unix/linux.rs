@@ -1,10 +1,10 @@
 //! What only Linux has: `/proc` (boot id, start ticks, zombies, the
 //! environment scan), the parent death signal, `close_range`, `pipe2`,
-//! `MSG_CMSG_CLOEXEC`, timer slack and `malloc_trim`. A macOS port puts its
-//! own `macos.rs` with the same functions beside this file.
+//! `MSG_CMSG_CLOEXEC`, timer slack and `malloc_trim`. `macos.rs` beside this
+//! file exports the same functions for macOS.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use once_cell::sync::OnceCell;
 
@@ -158,6 +158,11 @@ pub(super) fn unix_stream_socket_nonblocking() -> libc::c_int {
             0,
         )
     }
+}
+
+/// Linux needs nothing on the socket: every write passes `MSG_NOSIGNAL`.
+pub(super) fn no_sigpipe(_fd: RawFd) -> io::Result<()> {
+    Ok(())
 }
 
 /// `recvmsg` flags: descriptors passed with the data arrive close-on-exec.

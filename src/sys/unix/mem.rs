@@ -2,5 +2,5 @@
 
 /// Returns free heap memory to the OS where the allocator supports it.
 pub fn release_free_memory() {
-    super::linux::malloc_trim();
+    super::os::malloc_trim();
 }

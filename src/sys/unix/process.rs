@@ -7,9 +7,12 @@
 //! close-on-exec, move the child's end to fd [`CHANNEL_FD`] in the child
 //! only, and close our copy of it right after the spawn (otherwise we would
 //! never see EOF). In the child, before exec, only async-signal-safe calls
-//! run: `setpgid(0, 0)` (own process group), the parent death signal and a
-//! re-check of the parent (Linux), marking every inherited fd ≥ 3
-//! close-on-exec (Linux, best effort), then `dup2` of the channel to fd 3.
+//! run: `setpgid(0, 0)` (own process group), the parent watch and a
+//! re-check of the parent (Linux: the parent death signal; macOS: a forked
+//! kqueue watchdog that kills the group when the host exits), marking every
+//! inherited fd ≥ 3 close-on-exec (Linux: `close_range`, best effort;
+//! macOS: `fcntl` up to the descriptor limit), then `dup2` of the channel
+//! to fd 3.
 //! Windows (next): `CreateProcessW` with the channel's pipe in the C-runtime
 //! fd table (`STARTUPINFO.lpReserved2`) and the child in a Job Object that
 //! is killed when the host dies.
@@ -59,23 +62,23 @@ pub fn exists(pid: u32) -> bool {
 /// Whether `pid` exists and is not a zombie (the zombie check needs `/proc`:
 /// where that is missing, a zombie counts as alive).
 pub fn is_alive(pid: u32) -> bool {
-    exists(pid) && !super::linux::is_zombie(pid)
+    exists(pid) && !super::os::is_zombie(pid)
 }
 
 /// `"<boot id>:<start ticks>"` for `pid`, which tells a process from a later
 /// one that reuses its pid (`None` where the OS does not say).
 pub fn start_token(pid: u32) -> Option<String> {
-    super::linux::start_token(pid)
+    super::os::start_token(pid)
 }
 
 /// The boot id (`None` where the OS does not give one).
 pub fn boot_id() -> Option<String> {
-    super::linux::boot_id()
+    super::os::boot_id()
 }
 
 /// An id of this process's pid namespace (`None` where there is none).
 pub fn pid_namespace() -> Option<u64> {
-    super::linux::pid_namespace()
+    super::os::pid_namespace()
 }
 
 fn signal_number(sig: Signal) -> libc::c_int {
@@ -120,7 +123,7 @@ pub const KILL_SIGNAL: i32 = libc::SIGKILL;
 /// the entry `var_eq_value` (`NAME=value`): the scan for processes a
 /// plugin left behind, whatever group or session they moved to.
 pub fn find_by_env(var_eq_value: &str) -> Vec<u32> {
-    super::linux::find_by_env(var_eq_value.as_bytes(), current_uid(), current_pid())
+    super::os::find_by_env(var_eq_value.as_bytes(), current_uid(), current_pid())
 }
 
 /// What to run as a plugin's Node child.
@@ -248,10 +251,10 @@ fn dup_high(fd: &OwnedFd) -> io::Result<OwnedFd> {
 /// stdin from the null device, stdout and stderr piped, in a new process
 /// group, with no inherited descriptor but the channel. The child is killed
 /// when the calling THREAD exits (Linux: the parent death signal follows the
-/// spawning thread), so call it from a thread that lives as long as the
-/// children should.
+/// spawning thread; macOS: when the process exits), so call it from a
+/// thread that lives as long as the children should.
 pub fn spawn_with_channel(cmd: ChannelCommand) -> io::Result<ChannelChild> {
-    let (parent_end, child_end) = super::linux::stream_socketpair_cloexec()?;
+    let (parent_end, child_end) = super::os::stream_socketpair_cloexec()?;
     let child_end = dup_high(&child_end)?;
     let child_fd = child_end.as_raw_fd();
     // SAFETY: getpid has no preconditions.
@@ -267,19 +270,20 @@ pub fn spawn_with_channel(cmd: ChannelCommand) -> io::Result<ChannelChild> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // SAFETY: the closure only makes async-signal-safe calls (setpgid,
-    // prctl, getppid, syscall(close_range), dup2, _exit) on values
+    // prctl or fork of the watchdog, getppid, close_range or fcntl, dup2,
+    // _exit) on values
     // captured by copy; it allocates nothing and takes no lock.
     unsafe {
         c.pre_exec(move || {
             if libc::setpgid(0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            super::linux::child_die_with_parent()?;
+            super::os::child_die_with_parent()?;
             if libc::getppid() != parent_pid {
                 // The spawner died between fork and prctl: nobody to serve.
                 libc::_exit(1);
             }
-            super::linux::child_cloexec_from(3);
+            super::os::child_cloexec_from(3);
             // dup2 gives fd 3 without CLOEXEC (child_fd >= 10, never 3).
             if libc::dup2(child_fd, CHANNEL_FD) < 0 {
                 return Err(io::Error::last_os_error());

@@ -1,4 +1,5 @@
-//! Tests of what only the POSIX implementation does.
+//! Tests of what only the POSIX implementation does (they read Linux's
+//! `/proc`, so they run on Linux only).
 
 use std::os::fd::AsRawFd;
 

@@ -3,7 +3,8 @@
 use std::ffi::OsString;
 use std::os::windows::ffi::OsStringExt;
 use std::os::windows::io::AsRawHandle;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use windows_sys::Win32::Security::TOKEN_QUERY;
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
@@ -43,4 +44,65 @@ pub fn user_home() -> Option<PathBuf> {
 pub fn path_bytes(path: &std::path::Path) -> std::borrow::Cow<'_, [u8]> {
     let s = path.to_string_lossy().replace('\\', "/");
     std::borrow::Cow::Owned(s.into_bytes())
+}
+
+/// Where Node is commonly installed on Windows when it is not on `Path`, in
+/// the order searched: the official installer (`%ProgramFiles%\nodejs`,
+/// then `%ProgramFiles(x86)%\nodejs`), nvm-windows' active version
+/// (`%NVM_SYMLINK%`), Volta (`%VOLTA_HOME%\bin` or
+/// `%LOCALAPPDATA%\Volta\bin`), scoop (`%SCOOP%\shims` or
+/// `~\scoop\shims`, then `apps\nodejs\current`), fnm's default alias
+/// (`%FNM_DIR%` or `%APPDATA%\fnm`, `aliases\default`), Chocolatey
+/// (`%ChocolateyInstall%\bin`). `var` reads an environment variable (empty
+/// = unset); `home` is the user's profile folder.
+pub fn node_install_dirs(
+    home: Option<&Path>,
+    var: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<PathBuf> {
+    let var = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut dirs = Vec::new();
+    for pf in ["ProgramFiles", "ProgramFiles(x86)"] {
+        if let Some(p) = var(pf) {
+            dirs.push(p.join("nodejs"));
+        }
+    }
+    dirs.extend(var("NVM_SYMLINK"));
+    if let Some(v) = var("VOLTA_HOME").or_else(|| var("LOCALAPPDATA").map(|l| l.join("Volta"))) {
+        dirs.push(v.join("bin"));
+    }
+    if let Some(scoop) = var("SCOOP").or_else(|| home.map(|h| h.join("scoop"))) {
+        dirs.push(scoop.join("shims"));
+        dirs.push(scoop.join("apps").join("nodejs").join("current"));
+    }
+    if let Some(fnm) = var("FNM_DIR").or_else(|| var("APPDATA").map(|a| a.join("fnm"))) {
+        dirs.push(fnm.join("aliases").join("default"));
+    }
+    if let Some(choco) = var("ChocolateyInstall") {
+        dirs.push(choco.join("bin"));
+    }
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        let fresh = !seen.contains(d);
+        seen.push(d.clone());
+        fresh
+    });
+    dirs
+}
+
+/// Windows has no login shell whose start-up files set `Path`: a program
+/// started from the Start menu or Explorer already gets the user's and the
+/// machine's `Path` from the registry. Always `Err`, saying so.
+pub fn login_shell_path(_shell: Option<&Path>, _timeout: Duration) -> Result<OsString, String> {
+    Err("Windows has no login shell (programs get the registry's Path)".into())
+}
+
+/// Whether `path` is an existing regular file Windows can start directly
+/// (`.exe` or `.com`; `.cmd`/`.bat` need `cmd.exe` and are not spawned as
+/// Node).
+pub fn is_executable_file(path: &Path) -> bool {
+    let launchable = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("exe") || e.eq_ignore_ascii_case("com"));
+    launchable && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }

@@ -222,6 +222,17 @@ pub fn bind(path: &Path) -> io::Result<StdLocalListener> {
     Ok(StdLocalListener { name, first })
 }
 
+/// Prepares a stream `accept` returned. Nothing to do on Windows: a pipe
+/// has no SIGPIPE to turn off (a write to a dead peer fails with EPIPE).
+pub fn accepted(_stream: &LocalStream) -> io::Result<()> {
+    Ok(())
+}
+
+/// [`accepted`] for a loopback TCP connection (nothing to do on Windows).
+pub fn accepted_tcp(_stream: &tokio::net::TcpStream) -> io::Result<()> {
+    Ok(())
+}
+
 /// Connects to the named pipe `path`, waiting up to 2 s while every
 /// instance is busy.
 pub async fn connect(path: &Path) -> io::Result<LocalStream> {

@@ -135,3 +135,34 @@ fn replace_overwrites_and_liveness_of_self() {
     assert!(process::exists(me) && process::is_alive(me));
     assert!(process::start_token(me).is_some_and(|t| t.starts_with("win:")));
 }
+
+#[test]
+fn node_install_dirs_follow_the_installers_and_skip_unset_variables() {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+    let vars = |name: &str| -> Option<OsString> {
+        match name {
+            "ProgramFiles" => Some(r"C:\Program Files".into()),
+            "ProgramFiles(x86)" => Some(OsString::new()),
+            "NVM_SYMLINK" => Some(r"C:\nvm4w\nodejs".into()),
+            "LOCALAPPDATA" => Some(r"C:\Users\u\AppData\Local".into()),
+            "APPDATA" => Some(r"C:\Users\u\AppData\Roaming".into()),
+            _ => None,
+        }
+    };
+    let dirs = super::env::node_install_dirs(Some(Path::new(r"C:\Users\u")), &vars);
+    let want: Vec<PathBuf> = [
+        r"C:\Program Files\nodejs",
+        r"C:\nvm4w\nodejs",
+        r"C:\Users\u\AppData\Local\Volta\bin",
+        r"C:\Users\u\scoop\shims",
+        r"C:\Users\u\scoop\apps\nodejs\current",
+        r"C:\Users\u\AppData\Roaming\fnm\aliases\default",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    assert_eq!(dirs, want);
+    assert!(super::env::login_shell_path(None, std::time::Duration::from_secs(1)).is_err());
+    assert!(!super::env::is_executable_file(Path::new(r"C:\no\such\node.exe")));
+}
