@@ -164,5 +164,7 @@ fn node_install_dirs_follow_the_installers_and_skip_unset_variables() {
     .collect();
     assert_eq!(dirs, want);
     assert!(super::env::login_shell_path(None, std::time::Duration::from_secs(1)).is_err());
-    assert!(!super::env::is_executable_file(Path::new(r"C:\no\such\node.exe")));
+    assert!(!super::env::is_executable_file(Path::new(
+        r"C:\no\such\node.exe"
+    )));
 }
