@@ -89,7 +89,10 @@ pub fn contains(root: &str, dir: &Path, style: PathStyle) -> bool {
     if style.contains(root, &dir.to_string_lossy()) {
         return true;
     }
-    match (Path::new(root).canonicalize(), dir.canonicalize()) {
+    match (
+        crate::sys::fs::canonicalize(Path::new(root)),
+        crate::sys::fs::canonicalize(dir),
+    ) {
         (Ok(r), Ok(d)) => style.contains(&r.to_string_lossy(), &d.to_string_lossy()),
         _ => false,
     }

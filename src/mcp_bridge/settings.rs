@@ -137,7 +137,7 @@ pub fn settings_path(scope: Scope, project: &Path) -> Result<PathBuf> {
             if let Some(home) = home_dir() {
                 let same = project == home
                     || matches!(
-                        (fs::canonicalize(&project), fs::canonicalize(&home)),
+                        (crate::sys::fs::canonicalize(&project), crate::sys::fs::canonicalize(&home)),
                         (Ok(x), Ok(y)) if x == y
                     );
                 if same {

@@ -71,6 +71,11 @@ pub fn current_owner() -> OwnerId {
     OwnerId(super::process::current_uid())
 }
 
+/// The absolute path of `path` with every symlink resolved (`realpath`).
+pub fn canonicalize(path: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}
+
 /// Replaces `to` with `from` in one step (a rename over it; a symlink at
 /// `to` is replaced, never written through).
 pub fn replace(from: &Path, to: &Path) -> io::Result<()> {

@@ -396,3 +396,61 @@ pub fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result
         std::os::windows::fs::symlink_file(original, link)
     }
 }
+
+/// The absolute path of `path` with every link resolved, in its plain form.
+/// std's `canonicalize` answers with a verbatim path (`\\?\C:\…`,
+/// `\\?\UNC\server\share\…`), which not every program takes: Node cannot
+/// start an entry script whose folder it gets that way, and a process's
+/// current directory should not be one. It is turned back into `C:\…` or
+/// `\\server\share\…` whenever that names the same file; otherwise (a
+/// component Windows would rewrite, or a path too long for the plain form)
+/// it stays verbatim.
+pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+    let real = std::fs::canonicalize(path)?;
+    Ok(plain_form(&real).unwrap_or(real))
+}
+
+/// `\\?\C:\a` → `C:\a`, `\\?\UNC\s\x` → `\\s\x`, when the plain form
+/// means the same: a drive letter or a server, no component Win32 path
+/// parsing would change (a reserved device name such as `NUL` or `COM1`,
+/// with or without an extension; a trailing dot or space; `.` or `..`), and
+/// shorter than `MAX_PATH`. `None` for any other path.
+pub(super) fn plain_form(path: &Path) -> Option<PathBuf> {
+    const MAX_PATH: usize = 260;
+    const DEVICES: [&str; 4] = ["CON", "PRN", "AUX", "NUL"];
+    let s = path.to_str()?;
+    let (plain, parts) = if let Some(rest) = s.strip_prefix(r"\\?\UNC\") {
+        (format!(r"\\{rest}"), rest)
+    } else if let Some(rest) = s.strip_prefix(r"\\?\") {
+        let b = rest.as_bytes();
+        if b.len() < 3 || !b[0].is_ascii_alphabetic() || b[1] != b':' || b[2] != b'\\' {
+            return None;
+        }
+        (rest.to_string(), &rest[3..])
+    } else {
+        return None;
+    };
+    if plain.len() >= MAX_PATH {
+        return None;
+    }
+    let rewritten = |c: &str| {
+        let stem = c.split('.').next().unwrap_or("").trim_end_matches(' ');
+        let numbered = |p: &str| {
+            stem.len() == 4
+                && stem[..3].eq_ignore_ascii_case(p)
+                && stem.as_bytes()[3].is_ascii_digit()
+                && stem.as_bytes()[3] != b'0'
+        };
+        c == "."
+            || c == ".."
+            || c.ends_with('.')
+            || c.ends_with(' ')
+            || DEVICES.iter().any(|d| d.eq_ignore_ascii_case(stem))
+            || numbered("COM")
+            || numbered("LPT")
+    };
+    if parts.split('\\').filter(|c| !c.is_empty()).any(rewritten) {
+        return None;
+    }
+    Some(PathBuf::from(plain))
+}

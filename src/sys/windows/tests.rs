@@ -164,5 +164,46 @@ fn node_install_dirs_follow_the_installers_and_skip_unset_variables() {
     .collect();
     assert_eq!(dirs, want);
     assert!(super::env::login_shell_path(None, std::time::Duration::from_secs(1)).is_err());
-    assert!(!super::env::is_executable_file(Path::new(r"C:\no\such\node.exe")));
+    assert!(!super::env::is_executable_file(Path::new(
+        r"C:\no\such\node.exe"
+    )));
+}
+
+#[test]
+fn canonical_paths_come_back_in_their_plain_form() {
+    use std::path::{Path, PathBuf};
+    let plain = |p: &str| fs::plain_form(Path::new(p));
+    assert_eq!(
+        plain(r"\\?\C:\Users\u\x"),
+        Some(PathBuf::from(r"C:\Users\u\x"))
+    );
+    assert_eq!(
+        plain(r"\\?\UNC\srv\share\x"),
+        Some(PathBuf::from(r"\\srv\share\x"))
+    );
+    assert_eq!(plain(r"C:\already\plain"), None);
+    for kept in [
+        r"\\?\C:\a\NUL",
+        r"\\?\C:\a\com1.txt",
+        r"\\?\C:\a\lpt9",
+        r"\\?\C:\trailing.\x",
+        r"\\?\C:\space \x",
+        r"\\?\Volume{01234567-89ab-cdef-0123-456789abcdef}\x",
+    ] {
+        assert_eq!(plain(kept), None, "{kept}");
+    }
+    assert_eq!(plain(r"\\?\C:\a\com0"), Some(PathBuf::from(r"C:\a\com0")));
+    let long = format!(r"\\?\C:\{}", "a".repeat(300));
+    assert_eq!(plain(&long), None);
+    let dir = tempfile::tempdir().unwrap();
+    let real = fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        !real.to_string_lossy().starts_with(r"\\?\"),
+        "{}",
+        real.display()
+    );
+    assert_eq!(
+        std::fs::canonicalize(&real).unwrap(),
+        std::fs::canonicalize(dir.path()).unwrap()
+    );
 }
