@@ -398,15 +398,8 @@ if [ "$HAS_DEMO" = 1 ]; then
   SETTINGS=$PROF/.qwen/settings.json
   T=$(date +%s%N)
   INSTALLED=""
-  # The plugins folder is on the Linux side (Z:). Under Wine 8, Windows Node
-  # cannot start an entry script from a plugin folder on the prefix's C:
-  # drive: resolving its real path, Node's lstat of the drive-relative `C:`
-  # fails with "ENOTSUP: operation not supported on socket" (a Wine gap;
-  # Windows itself answers that lstat).
-  PLUGINS_DIR_WIN=$(qc_win_path "$RUN/plugins-dir")
-  mkdir -p "$RUN/plugins-dir"
   for p in hello todo-quadrant; do
-    demo_run "plugins-install-$p" plugins install "$(qc_win_path "$ROOT/examples/plugins/$p")" --dir "$PLUGINS_DIR_WIN"
+    demo_run "plugins-install-$p" plugins install "$(qc_win_path "$ROOT/examples/plugins/$p")"
     [ "$RC" = 0 ] && grep -q '"ok":true' "$RUN/plugins-install-$p.out" && INSTALLED+=" $p"
   done
   demo_run plugins-register plugins register-mcp --scope user --bridge "$BRIDGE_WIN" --always-load-tools
@@ -442,7 +435,7 @@ PY
 
   # The host: its lock file tells the bridge where the plugin MCP server listens.
   T=$(date +%s%N)
-  start_peer plugins env -i "${BASE_ENV[@]}" "${DEMO_CMD[@]}" plugins serve --dir "$PLUGINS_DIR_WIN" --cwd "$WS_WIN"
+  start_peer plugins env -i "${BASE_ENV[@]}" "${DEMO_CMD[@]}" plugins serve --cwd "$WS_WIN"
   HOST_UP=0
   if wait_json "$RUN/plugins.out" 0 --eq event=ready; then
     HOST_READY=$JSON_LINE
