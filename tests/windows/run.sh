@@ -27,6 +27,21 @@
 #   win-accept     `accept-from` in the demo (the user edited the proposal) -> the CLI
 #                  writes exactly the edited text, the turn ends
 #   win-stop       `stop` removes the lock file, the demo exits 0
+#   win-bridge-register  `qcdemo.exe plugins install` of examples/plugins/hello and
+#                  todo-quadrant, then `plugins register-mcp --scope user --bridge <Windows
+#                  path of qc-mcp-bridge.exe> --always-load-tools`: %USERPROFILE%\.qwen\
+#                  settings.json holds the entry with that X:\ path (other keys kept)
+#   win-bridge     with `qcdemo.exe plugins serve` running, the Windows CLI's `qwen mcp
+#                  list` starts qc-mcp-bridge.exe from settings.json: "✓ qwen-companion-
+#                  plugins: … (stdio) - Connected"
+#   win-bridge-call  a headless `qwen -p` (yolo): the fake model is given
+#                  mcp__qwen-companion-plugins__hello_say_hello, calls it, and the plugin's
+#                  "Hello, <name>!" reaches the model's next request and the final answer
+#   win-sessions   `qcdemo.exe sessions listen --name win-a-<tag>` (inbox: a named pipe
+#                  \\.\pipe\qwen-socks-…), `sessions ps --json` lists it, `sessions send`
+#                  prints sent + the delivered receipt, the listener prints the message,
+#                  `stop` unregisters it (exit 0, record gone)
+#   (the last four need the demo: not with WIN_DEMO=standin)
 #
 # The CLI under Wine: Windows Node cannot write to, or read from, a Linux pipe under Wine
 # ("open EBADF" from libuv), so its stdin and stdout are regular files: stream-json input
@@ -72,6 +87,10 @@ DEMO_PID="" LOCK_LINUX=""
 CHECKS=(setup)
 [ "$DO_CARGO" = 1 ] && CHECKS+=(cargo-build)
 [ "$DO_E2E" = 1 ] && CHECKS+=(demo-build win-lock win-cli win-connect win-diff win-accept win-stop)
+# The plugin and sessions checks run the demo's own subcommands: not with the stand-in.
+HAS_DEMO=0
+[ "$DO_E2E" = 1 ] && [ "${WIN_DEMO:-}" != standin ] && HAS_DEMO=1 \
+  && CHECKS+=(win-bridge-register win-bridge win-bridge-call win-sessions)
 harness_init windows named
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/qc-win.XXXXXX") || abort "mktemp failed"
 RUN=$(cd "$RUN" && pwd -P)
@@ -102,6 +121,7 @@ watch_args() { [ "${WATCH_DEMO:-0}" = 1 ] && printf -- '--watch-pid\n%s\n' "$DEM
 dump_diag() {
   dump_begin
   [ -n "${DEBUG_LOG:-}" ] && dump_debug_log "$DEBUG_LOG" "IDE / errors" '\[IDE\]|openDiff|closeDiff|\[ERROR\]'
+  [ -n "${BRIDGE_DEBUG_LOG:-}" ] && dump_debug_log "$BRIDGE_DEBUG_LOG" "MCP / errors" '\[MCP\]|qwen-companion-plugins|\[ERROR\]'
   dump_model_requests
   dump_outputs
   dump_end
@@ -234,7 +254,10 @@ DEMO_PID=${PEER_PID[demo]}
 WATCH_DEMO=1
 if ! wait_json "$RUN/demo.out" 0 --eq event=ready; then
   if gap=$(wine_gap "$RUN/demo.err"); then
-    for id in win-lock win-cli win-connect win-diff win-accept win-stop; do skip_check "$id" "the demo under Wine: $gap"; done
+    for id in win-lock win-cli win-connect win-diff win-accept win-stop win-bridge-register win-bridge win-bridge-call win-sessions; do
+      [ "$HAS_DEMO" = 1 ] || case $id in win-bridge*|win-sessions) continue ;; esac
+      skip_check "$id" "the demo under Wine: $gap"
+    done
     FINISHED=1; exit 0
   fi
   abort "the demo never printed its ready line ($WHY)"
@@ -288,7 +311,10 @@ VERSION=$(tr -d '\r' < "$RUN/version.out")
 if [ "$RC" = 0 ] && [ "$VERSION" = "$QWEN_VERSION" ]; then
   pass win-cli "wine node.exe cli-entry.js --version -> $VERSION in $(since "$T")s"
 elif gap=$(wine_gap "$RUN/version.err"); then
-  for id in win-cli win-connect win-diff win-accept; do skip_check "$id" "the CLI under Windows Node: $gap"; done
+  for id in win-cli win-connect win-diff win-accept win-bridge win-bridge-call; do
+    [ "$HAS_DEMO" = 1 ] || case $id in win-bridge*) continue ;; esac
+    skip_check "$id" "the CLI under Windows Node: $gap"
+  done
 else
   fail win-cli "exit $RC, printed '$VERSION' (want $QWEN_VERSION): $(tail -n 3 "$RUN/version.err")"
 fi
@@ -353,5 +379,195 @@ if [ "$DRC" = 0 ] && [ ! -e "$LOCK_LINUX" ]; then
   pass win-stop "the demo exited 0 and removed its lock file"
 else
   fail win-stop "demo exit status $DRC, lock file $( [ -e "$LOCK_LINUX" ] && echo 'still there' || echo removed)"
+fi
+# ---------------------------------------------------------------- plugins: the MCP bridge
+# The demo as a plugin host (`plugins serve`), its qwen-companion-plugins entry in the
+# user settings (`plugins register-mcp --bridge <Windows path>`), and the Windows CLI
+# starting qc-mcp-bridge.exe from that entry: `qwen mcp list`, then a headless call.
+# demo_run NAME ARGS...: the demo once, in $WS, output to $RUN/NAME.out/.err -> RC.
+demo_run() {
+  local name=$1; shift
+  spawn -C "$WS" /dev/null "$RUN/$name.out" "$RUN/$name.err" env -i "${BASE_ENV[@]}" "${DEMO_CMD[@]}" "$@"
+  wait_exit "$LAST_PID" "$STEP_TIMEOUT"
+}
+if [ "$HAS_DEMO" = 1 ]; then
+  SERVER=qwen-companion-plugins
+  TOOL=mcp__${SERVER}__hello_say_hello
+  BRIDGE=${DEMO_CMD[-1]%/*}/qc-mcp-bridge.exe
+  BRIDGE_WIN=$(qc_win_path "$BRIDGE")
+  SETTINGS=$PROF/.qwen/settings.json
+  T=$(date +%s%N)
+  INSTALLED=""
+  for p in hello todo-quadrant; do
+    demo_run "plugins-install-$p" plugins install "$(qc_win_path "$ROOT/examples/plugins/$p")"
+    [ "$RC" = 0 ] && grep -q '"ok":true' "$RUN/plugins-install-$p.out" && INSTALLED+=" $p"
+  done
+  demo_run plugins-register plugins register-mcp --scope user --bridge "$BRIDGE_WIN" --always-load-tools
+  if [ "$INSTALLED" != " hello todo-quadrant" ]; then
+    fail win-bridge-register "plugins install: only '${INSTALLED# }' installed: $(cat "$RUN"/plugins-install-*.out "$RUN"/plugins-install-*.err | tr -d '\r' | head -c 400)"
+  elif [ ! -f "$BRIDGE" ]; then
+    fail win-bridge-register "no $BRIDGE (make copies it next to the demo when cargo built it)"
+  elif [ "$RC" != 0 ]; then
+    fail win-bridge-register "register-mcp exit $RC: $(head -c 300 "$RUN/plugins-register.out") $(head -c 300 "$RUN/plugins-register.err")"
+  elif REG_REPORT=$(python3 - "$SETTINGS" "$BRIDGE_WIN" "$SERVER" <<'PY' 2>&1
+import json, re, sys
+path, bridge, server = sys.argv[1:4]
+s = json.load(open(path, encoding="utf-8"))
+e = (s.get("mcpServers") or {}).get(server)
+problems = []
+if not e: problems.append(f"no mcpServers.{server} in {list(s)}")
+else:
+    cmd = e.get("command", "")
+    if not re.match(r"^[A-Za-z]:\\", cmd): problems.append(f"command {cmd!r} is not a Windows path")
+    if cmd.lower() != bridge.lower(): problems.append(f"command {cmd!r} != {bridge!r}")
+    if e.get("args") != ["plugins"]: problems.append(f"args {e.get('args')!r}")
+    if e.get("alwaysLoadTools") is not True: problems.append("no alwaysLoadTools")
+if ((s.get("security") or {}).get("auth") or {}).get("selectedType") != "openai": problems.append("security.auth lost")
+if not (s.get("ide") or {}).get("enabled"): problems.append("ide lost")
+print("; ".join(problems) or f"command {e['command']!r}, args {e['args']!r}; other keys kept")
+sys.exit(1 if problems else 0)
+PY
+  ); then
+    pass win-bridge-register "plugins hello, todo-quadrant installed; %USERPROFILE%\\.qwen\\settings.json: $REG_REPORT ($(since "$T")s)"
+  else
+    fail win-bridge-register "$SETTINGS: $REG_REPORT"
+  fi
+
+  # The host: its lock file tells the bridge where the plugin MCP server listens.
+  T=$(date +%s%N)
+  start_peer plugins env -i "${BASE_ENV[@]}" "${DEMO_CMD[@]}" plugins serve --cwd "$WS_WIN"
+  HOST_UP=0
+  if wait_json "$RUN/plugins.out" 0 --eq event=ready; then
+    HOST_READY=$JSON_LINE
+    HOST_WINPID=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["mcp"]["env"]["QWEN_COMPANION_PLUGINS_PID"])' "$HOST_READY" 2>/dev/null)
+    HOST_LOCK=$PROF/.qwen/companion/plugins-mcp/$HOST_WINPID.lock
+    if [ -n "$HOST_WINPID" ] && [ -f "$HOST_LOCK" ]; then
+      HOST_UP=1
+      log "plugin host ready in $(since "$T")s (Windows pid $HOST_WINPID, lock $HOST_LOCK)"
+    else
+      fail win-bridge "the host's ready line has mcp.env '$HOST_WINPID', no lock file $HOST_LOCK: $(printf '%s' "$HOST_READY" | short)"
+    fi
+  elif gap=$(wine_gap "$RUN/plugins.err"); then
+    skip_check win-bridge "plugins serve under Wine: $gap"; skip_check win-bridge-call "plugins serve under Wine: $gap"
+  else
+    fail win-bridge "plugins serve printed no ready line ($WHY): $(tr -d '\r' < "$RUN/plugins.err" | head -c 300)"
+  fi
+
+  if [ "$HOST_UP" = 1 ] && [ "${RESULT[win-cli]:-}" = pass ]; then
+    # qwen mcp list: a real initialize through the bridge, one line per server.
+    T=$(date +%s%N)
+    spawn -C "$WS" /dev/null "$RUN/mcp-list.out" "$RUN/mcp-list.err" setsid env -i "${QWEN_ENV[@]}" \
+      wine "$QC_WIN_NODE" "$QWEN_JS" mcp list
+    wait_exit "$LAST_PID" "$STEP_TIMEOUT"
+    LINE=$(grep -F "$SERVER" "$RUN/mcp-list.out" | tr -d '\r' | sed 's/\x1b\[[0-9;]*m//g')
+    if [ "$RC" = 0 ] && printf '%s' "$LINE" | grep -q "✓ $SERVER: .*qc-mcp-bridge.exe plugins (stdio) - Connected"; then
+      pass win-bridge "qwen mcp list (Windows Node) started the bridge: $LINE ($(since "$T")s)"
+    elif gap=$(wine_gap "$RUN/mcp-list.err"); then
+      skip_check win-bridge "$gap"
+    else
+      fail win-bridge "qwen mcp list exit $RC, line '${LINE:-none}': $(tr -d '\r' < "$RUN/mcp-list.out" | sed 's/\x1b\[[0-9;]*m//g' | tr '\n' '|' | head -c 400)"
+    fi
+
+    # A headless prompt: the fake model is given the plugin tools and calls hello's.
+    SID=$(new_uuid)
+    BRIDGE_DEBUG_LOG=$PROF/.qwen/debug/$SID.txt
+    fake_model_args "$SID" yolo win-dummy-key
+    M0=$(lines_of "$RUN/model.jsonl")
+    T=$(date +%s%N)
+    spawn -C "$WS" /dev/null "$RUN/mcp-call.out" "$RUN/mcp-call.err" setsid env -i "${QWEN_ENV[@]}" \
+      QWEN_CODE_SUPPRESS_YOLO_WARNING=1 wine "$QC_WIN_NODE" "$QWEN_JS" "${QWEN_ARGS[@]}" \
+      -p "E2E_CALL name=$TOOL args={\"name\":\"Windows$TAG\"}"
+    CALL_PID=$LAST_PID
+    if ! wait_json "$RUN/model.jsonl" "$M0" --eq decision.why=call; then
+      if gap=$(wine_gap "$RUN/mcp-call.err"); then skip_check win-bridge-call "$gap"
+      else fail win-bridge-call "the prompt never reached the model ($WHY): $(tr -d '\r' < "$RUN/mcp-call.err" | tail -n 3)"; fi
+    elif ! TOOLS=$(python3 -c 'import json,sys; e=json.loads(sys.argv[1]); n=[t["function"]["name"] for t in e["body"].get("tools",[])]; m=[x for x in n if x.startswith("mcp__")]; print(" ".join(m)); sys.exit(0 if sys.argv[2] in n else 1)' "$JSON_LINE" "$TOOL"); then
+      fail win-bridge-call "the model was not given $TOOL (MCP tools: '$TOOLS')"
+    elif ! wait_json "$RUN/model.jsonl" "$M0" --eq "decision.why=tool result" --contains "Hello, Windows$TAG!"; then
+      fail win-bridge-call "the plugin's result never reached the model ($WHY)"
+    else
+      wait_exit "$CALL_PID" "$STEP_TIMEOUT"
+      if [ "$RC" = 0 ] && grep -qF "E2E_FINAL_ANSWER tool_result=Hello, Windows$TAG!" "$RUN/mcp-call.out"; then
+        pass win-bridge-call "the model got [$TOOLS], called $TOOL; \"Hello, Windows$TAG!\" reached the model and the answer ($(since "$T")s)"
+      else
+        fail win-bridge-call "headless qwen exit $RC, output: $(tr -d '\r' < "$RUN/mcp-call.out" | head -c 300)"
+      fi
+    fi
+  elif [ "$HOST_UP" = 1 ]; then
+    fail win-bridge "the CLI did not start (win-cli: ${RESULT[win-cli]:-undecided})"
+    fail win-bridge-call "the CLI did not start"
+  fi
+  # Without a host neither CLI check ran (fail is a no-op for a check already decided).
+  fail win-bridge "not run: no plugin host"; fail win-bridge-call "not run: no plugin host"
+  to_peer plugins stop
+  close_peer plugins
+  peer_exit_status plugins
+  HRC=$?
+  log "the plugin host exited with status $HRC; lock file $( [ -n "${HOST_LOCK:-}" ] && [ -e "$HOST_LOCK" ] && echo 'still there' || echo gone)"
+fi
+
+# ---------------------------------------------------------------- cross-session messaging
+# Two library participants on Windows: a listener (its inbox a named pipe), `ps --json`
+# lists it, a one-shot sender delivers, the listener prints the message, the sender gets
+# the final receipt; `stop` unregisters the listener.
+if [ "$HAS_DEMO" = 1 ]; then
+  T=$(date +%s%N)
+  SNAME=win-a-$TAG
+  start_peer sess-a env -i "${BASE_ENV[@]}" "${DEMO_CMD[@]}" sessions listen --name "$SNAME"
+  if ! wait_json "$RUN/sess-a.out" 0 --eq event=ready; then
+    if gap=$(wine_gap "$RUN/sess-a.err"); then skip_check win-sessions "sessions listen under Wine: $gap"
+    else fail win-sessions "sessions listen printed no ready line ($WHY): $(tr -d '\r' < "$RUN/sess-a.err" | head -c 300)"; fi
+  else
+    S_READY=$JSON_LINE
+    S_SID=$(jget "$S_READY" sessionId) S_IPC=$(jget "$S_READY" ipcPath) S_REC=$(jget "$S_READY" record)
+    log "listener ready in $(since "$T")s: $S_READY"
+    demo_run sess-ps sessions ps --json
+    PS_RC=$RC
+    BODY="hello from Windows $TAG"
+    T=$(date +%s%N)
+    demo_run sess-send sessions send "$SNAME" "$BODY" --from-mode prompting --wait 30
+    SEND_RC=$RC
+    if ! [[ $S_IPC == '\\.\pipe\qwen-socks-'* ]]; then
+      fail win-sessions "the listener's inbox is '$S_IPC', not a named pipe \\\\.\\pipe\\qwen-socks-…"
+    elif ! PS_REPORT=$(python3 - "$RUN/sess-ps.out" "$S_SID" "$S_IPC" "$SNAME" <<'PY' 2>&1
+import json, sys
+path, sid, ipc, name = sys.argv[1:5]
+rows = [json.loads(l) for l in open(path, encoding="utf-8") if l.strip()]
+mine = [r for r in rows if r.get("sessionId") == sid]
+if len(mine) != 1 or mine[0].get("ipcPath") != ipc or mine[0].get("name") != name:
+    print(f"ps --json lacks {sid} ({name}, {ipc}): {rows!r}"[:400]); sys.exit(1)
+print(f"{len(rows)} record(s), {name} pid {mine[0]['pid']} kind {mine[0]['kind']}")
+PY
+    ) || [ "$PS_RC" != 0 ]; then
+      fail win-sessions "sessions ps --json (exit $PS_RC): $PS_REPORT"
+    elif [ "$SEND_RC" != 0 ] || ! SEND_REPORT=$(python3 - "$RUN/sess-send.out" "$SNAME" "$S_SID" <<'PY' 2>&1
+import json, sys
+path, name, sid = sys.argv[1:4]
+ev = [json.loads(l) for l in open(path, encoding="utf-8") if l.strip()]
+kinds = [(e["event"], e.get("status")) for e in ev]
+ok = kinds == [("sent", None), ("receipt", "delivered")] and ev[0]["toSessionId"] == sid and ev[1]["msgId"] == ev[0]["msgId"]
+print(ev[0]["msgId"] if ok else f"events {kinds}: {ev!r}"[:400])
+sys.exit(0 if ok else 1)
+PY
+    ); then
+      fail win-sessions "sessions send exit $SEND_RC: ${SEND_REPORT:-} $(tr -d '\r' < "$RUN/sess-send.err" | tail -n 3)"
+    elif ! wait_json "$RUN/sess-a.out" 0 --eq event=message --eq frame.msgId="$SEND_REPORT" --eq frame.message.content="$BODY"; then
+      fail win-sessions "the listener never printed message $SEND_REPORT ($WHY)"
+    else
+      SESS_OK=1
+    fi
+    to_peer sess-a stop
+    close_peer sess-a
+    peer_exit_status sess-a
+    LRC=$?
+    if [ "${SESS_OK:-0}" = 1 ]; then
+      S_REC_LINUX=$PROF/.qwen/sessions/${S_REC##*[\\/]}
+      if [ "$LRC" = 0 ] && [ ! -e "$S_REC_LINUX" ]; then
+        pass win-sessions "listener $SNAME on $S_IPC; ps --json: $PS_REPORT; send -> sent + delivered receipt, the listener printed \"$BODY\" ($(since "$T")s); stop unregistered it"
+      else
+        fail win-sessions "message delivered, but the listener exited $LRC, record $S_REC_LINUX $( [ -e "$S_REC_LINUX" ] && echo 'still there' || echo gone)"
+      fi
+    fi
+  fi
 fi
 FINISHED=1

@@ -11,6 +11,9 @@
 #   ProcessPrng       if the prefix's bcryptprimitives.dll lacks ProcessPrng (Wine 8.0),
 #                     tests/windows/prng_shim/bcryptprimitives.c is built with mingw and
 #                     installed into the prefix's system32 (see that file)
+#   node.exe version  HKCU\Software\Wine\AppDefaults\node.exe Version=win10 (Wine 8.0's
+#                     prefix reports Windows 7, which node.exe refuses without
+#                     NODE_SKIP_PLATFORM_CHECK, a variable plugins do not inherit)
 #
 # Environment: QC_WIN_DIR (default <repo>/target/windows), QC_WINEPREFIX (default
 # $QC_WIN_DIR/prefix).
@@ -73,6 +76,19 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
   wineserver -w
   [ -f "$WINEPREFIX/system.reg" ] || die "wineboot -i made no prefix at $WINEPREFIX"
   say "created the WINEPREFIX $WINEPREFIX ($WINE_VERSION) in $(secs "$t")s"
+fi
+
+# ---------------------------------------------------------------- node.exe sees Windows 10
+# Wine 8.0 (Debian) makes a prefix that reports Windows 7; node.exe then refuses to start
+# ("Node.js is only supported on Windows 8.1 ... or higher", exit 216) unless
+# NODE_SKIP_PLATFORM_CHECK=1 is set, and the plugin host rightly passes plugins only its
+# Windows environment allowlist. Wine's per-program version (AppDefaults) makes node.exe
+# alone see Windows 10, as on the Windows the library supports.
+if ! tr -d '\r' < "$WINEPREFIX/user.reg" | grep -A3 -F '[Software\\Wine\\AppDefaults\\node.exe]' | grep -qx '"Version"="win10"'; then
+  wine reg add 'HKCU\Software\Wine\AppDefaults\node.exe' /v Version /d win10 /f >/dev/null 2>&1 \
+    || die "cannot set node.exe's Windows version in the prefix"
+  wineserver -w
+  say "node.exe sees Windows 10 in the prefix (HKCU\\Software\\Wine\\AppDefaults\\node.exe Version=win10)"
 fi
 
 # ---------------------------------------------------------------- ProcessPrng
