@@ -186,9 +186,13 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The signal number of [`Signal::Kill`] as an [`ExitInfo`] would report it.
+/// How a child killed by [`Signal::Kill`] reads (the exit code the job's
+/// termination sets).
 #[cfg(test)]
-pub const KILL_SIGNAL: i32 = 9;
+pub const KILLED: ExitInfo = ExitInfo {
+    code: Some(TERMINATED_EXIT_CODE as i32),
+    signal: None,
+};
 
 /// A Job Object and the environment entries its first process got.
 struct JobEntry {
