@@ -48,9 +48,9 @@ use windows_sys::Win32::System::Threading::{
     InitializeProcThreadAttributeList, OpenProcess, ResumeThread, TerminateProcess,
     UpdateProcThreadAttribute, WaitForSingleObject, CREATE_NO_WINDOW, CREATE_SUSPENDED,
     CREATE_UNICODE_ENVIRONMENT, EXTENDED_STARTUPINFO_PRESENT, INFINITE,
-    LPPROC_THREAD_ATTRIBUTE_LIST, PROCESS_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION,
-    PROCESS_SYNCHRONIZE, PROCESS_TERMINATE, PROC_THREAD_ATTRIBUTE_HANDLE_LIST,
-    STARTF_USESTDHANDLES, STARTUPINFOEXW,
+    LPPROC_THREAD_ATTRIBUTE_LIST, PROCESS_INFORMATION, PROCESS_QUERY_INFORMATION,
+    PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_TERMINATE,
+    PROC_THREAD_ATTRIBUTE_HANDLE_LIST, STARTF_USESTDHANDLES, STARTUPINFOEXW,
 };
 
 use super::security::OwnerOnlyAttributes;
@@ -339,7 +339,11 @@ impl Process {
 
     /// Whether process `pid` is in this child's job.
     pub fn group_contains(&self, pid: u32) -> bool {
-        let Ok(h) = open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION) else {
+        // Windows accepts either query right for IsProcessInJob; Wine
+        // (8.0) demands the full one, so that is asked for first.
+        let Ok(h) = open_process(pid, PROCESS_QUERY_INFORMATION)
+            .or_else(|_| open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION))
+        else {
             return false;
         };
         let mut inside = 0;
