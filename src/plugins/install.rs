@@ -285,9 +285,9 @@ pub fn install_with(
         if matches!(kind, Kind::Folder) {
             // Copying a folder that holds the staging folder would copy
             // its own output.
-            let src_real = fs::canonicalize(src)
+            let src_real = crate::sys::fs::canonicalize(src)
                 .map_err(|e| InstallError::io(&format!("resolve {}", src.display()), e))?;
-            let staging_real = fs::canonicalize(&staging)
+            let staging_real = crate::sys::fs::canonicalize(&staging)
                 .map_err(|e| InstallError::io(&format!("resolve {}", staging.display()), e))?;
             if staging_real.starts_with(&src_real) {
                 return Err(InstallError::new(
@@ -643,7 +643,7 @@ pub(crate) fn file_mode(src_mode: Option<u32>) -> u32 {
 /// it points to (a cycle is refused); one leading outside, and any special
 /// file, is refused.
 fn copy_folder(src: &Path, dst: &Path, limits: &Limits) -> Result<(), InstallError> {
-    let root = fs::canonicalize(src)
+    let root = crate::sys::fs::canonicalize(src)
         .map_err(|e| InstallError::io(&format!("resolve {}", src.display()), e))?;
     let mut budget = Budget::new(limits, codes::SOURCE_TOO_LARGE);
     let mut ancestors = vec![root.clone()];
@@ -677,7 +677,7 @@ fn copy_dir(
             .map_err(|e| InstallError::io(&format!("stat {}", path.display()), e))?;
         let mut real = path.clone();
         if meta.file_type().is_symlink() {
-            real = fs::canonicalize(&path).map_err(|_| {
+            real = crate::sys::fs::canonicalize(&path).map_err(|_| {
                 InstallError::new(
                     codes::UNSAFE_SOURCE,
                     format!("{rel:?} is a symlink whose target does not exist"),
@@ -706,7 +706,7 @@ fn copy_dir(
             crate::sys::fs::dir_builder(0o755)
                 .create(&target)
                 .map_err(|e| InstallError::io(&format!("create {}", target.display()), e))?;
-            ancestors.push(fs::canonicalize(&real).unwrap_or(real.clone()));
+            ancestors.push(crate::sys::fs::canonicalize(&real).unwrap_or(real.clone()));
             let r = copy_dir(root, &real, &target, &rel, budget, ancestors);
             ancestors.pop();
             r?;

@@ -76,8 +76,8 @@ pub fn resolve(root: &Path, raw: &str) -> Option<PathBuf> {
     for s in &segs {
         p.push(s);
     }
-    let real = std::fs::canonicalize(&p).ok()?;
-    let root = std::fs::canonicalize(root).ok()?;
+    let real = crate::sys::fs::canonicalize(&p).ok()?;
+    let root = crate::sys::fs::canonicalize(root).ok()?;
     if !real.starts_with(&root) || !real.is_file() {
         return None;
     }

@@ -172,3 +172,8 @@ pub fn is_socket(ft: &std::fs::FileType) -> bool {
 pub fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
     std::os::unix::fs::symlink(original, link)
 }
+
+/// The canonical absolute form of `path` (`std::fs::canonicalize`).
+pub fn canonicalize(path: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}

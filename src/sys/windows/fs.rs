@@ -424,3 +424,25 @@ pub fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result
         std::os::windows::fs::symlink_file(original, link)
     }
 }
+
+/// `std::fs::canonicalize` without the `\\?\` prefix when what follows is
+/// an ordinary drive path short enough for every API (`C:\…`, under
+/// `MAX_PATH`): the form users, Node and the CLI use. Node cannot start a
+/// main script given as `\\?\C:\…` under Wine (it lstat()s `C:`), and
+/// the plain form compares equal to paths users type.
+pub fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+    let real = std::fs::canonicalize(path)?;
+    let s = real.as_os_str().to_string_lossy();
+    if let Some(rest) = s.strip_prefix(r"\\?\") {
+        let b = rest.as_bytes();
+        if b.len() >= 3
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && b[2] == b'\\'
+            && b.len() < 260
+        {
+            return Ok(PathBuf::from(rest));
+        }
+    }
+    Ok(real)
+}

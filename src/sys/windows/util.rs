@@ -53,7 +53,7 @@ pub fn is_wine() -> bool {
         // NUL-terminated; the module handle is not freed (not owned).
         unsafe {
             let m = GetModuleHandleW(ntdll.as_ptr());
-            !m.is_null() && GetProcAddress(m, b"wine_get_version\0".as_ptr()).is_some()
+            !m.is_null() && GetProcAddress(m, c"wine_get_version".as_ptr().cast()).is_some()
         }
     })
 }

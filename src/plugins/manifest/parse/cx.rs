@@ -156,7 +156,7 @@ pub(super) fn resolve_file(root: &Path, rel: &str) -> Result<PathBuf, String> {
         ));
     }
     let joined = root.join(rel);
-    let real = fs::canonicalize(&joined).map_err(|e| {
+    let real = crate::sys::fs::canonicalize(&joined).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!("{rel:?} does not exist in the plugin folder")
         } else {

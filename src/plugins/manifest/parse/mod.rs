@@ -176,7 +176,7 @@ pub fn parse(text: &str, root: &Path) -> Result<(Manifest, Vec<Problem>), Vec<Pr
         )]);
     };
     let mut cx = Cx::default();
-    let root = match fs::canonicalize(root) {
+    let root = match crate::sys::fs::canonicalize(root) {
         Ok(r) if r.is_dir() => Some(r),
         Ok(r) => {
             cx.err(
