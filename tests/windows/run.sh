@@ -142,7 +142,9 @@ for line in open(sys.argv[1]):
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
         t = m["target"]
-        print(("lib" if "lib" in t["kind"] else t["name"]) + "\t" + m["executable"])
+        # The library's unit tests: its kinds are cdylib/rlib/staticlib.
+        lib = any(k.endswith("lib") for k in t["kind"])
+        print(("lib" if lib else t["name"]) + "\t" + m["executable"])
 PY
 )
     pass cargo-build "${#BINS[@]} test binaries in $(since "$T")s"
