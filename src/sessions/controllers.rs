@@ -102,7 +102,7 @@ impl Grants {
                 return Arc::new(Vec::new());
             }
         };
-        let key = FileKey::of(&meta);
+        let key = FileKey::of(&self.path, &meta);
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((k, grants)) = &*cached {
             if *k == key {
@@ -113,7 +113,7 @@ impl Grants {
         let grants = Arc::new(read_grants(&self.path));
         // Cache under the key seen before the read only if the file did not
         // change while it was read; otherwise the next lookup reads it again.
-        let after = std::fs::symlink_metadata(&self.path).map(|m| FileKey::of(&m));
+        let after = std::fs::symlink_metadata(&self.path).map(|m| FileKey::of(&self.path, &m));
         *cached = match after {
             Ok(k) if k == key => Some((key, grants.clone())),
             _ => None,

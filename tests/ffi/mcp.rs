@@ -128,10 +128,14 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         unsafe { qc_plugin_host_free(self.h) };
+        // The leftover scan reads other processes' environments (/proc, Unix);
+        // on Windows each plugin's Job Object ends its processes with the host.
+        #[cfg(unix)]
         let left = qc_test_support::plugins::pids_with_env(&format!(
             "PLUGIN_DATA_DIR={}/plugins/data/",
             self.dir.path().display()
         ));
+        #[cfg(unix)]
         assert!(left.is_empty(), "plugin processes left: {left:?}");
     }
 }
@@ -265,8 +269,10 @@ fn bad_server_config_starts_nothing() {
 
 /// An executable stand-in for `qc-mcp-bridge` in `dir`.
 fn fake_bridge(dir: &Path) -> String {
-    let p = dir.join("qc-mcp-bridge");
+    // Launchable by its execute bit on Unix, by its `.exe` name on Windows.
+    let p = dir.join(format!("qc-mcp-bridge{}", std::env::consts::EXE_SUFFIX));
     std::fs::write(&p, "#!/bin/sh\nexit 1\n").unwrap();
+    #[cfg(unix)]
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p.to_string_lossy().into_owned()
 }

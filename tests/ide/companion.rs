@@ -604,7 +604,9 @@ fn workspace_change_rewrites_lock() {
     let v: Value =
         serde_json::from_slice(&std::fs::read(f.companion.lock_file_path().unwrap()).unwrap())
             .unwrap();
-    assert_eq!(v["workspacePath"], json!(roots.join(":")));
+    // Node's `path.delimiter`: `;` on Windows, `:` elsewhere.
+    let delimiter = if cfg!(windows) { ";" } else { ":" };
+    assert_eq!(v["workspacePath"], json!(roots.join(delimiter)));
     // A root with the delimiter in it switches to the JSON-array form the CLI accepts.
     let odd = vec!["/tmp/a:b".to_string()];
     f.companion.set_workspace_roots(odd.clone()).unwrap();

@@ -200,6 +200,9 @@ fn backpressure_child() {
     });
     println!("\nQC {report}");
     drop(service);
+    // The leftover scan reads /proc (Unix); on Windows the plugin's Job
+    // Object ends its processes when the service drops it.
+    #[cfg(unix)]
     assert_no_process_of(&dir);
 }
 

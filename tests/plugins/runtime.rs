@@ -128,7 +128,9 @@ fn call_tool_roundtrip_context_and_env() {
     let root = t.plugins.dir.join("installed").join("test.basic");
     assert_eq!(
         d["cwd"],
-        json!(root.canonicalize().unwrap().to_str().unwrap())
+        json!(qc_test_support::plain(root.canonicalize().unwrap())
+            .to_str()
+            .unwrap())
     );
     // Per-call cwd; the process is reused.
     let out2 = t

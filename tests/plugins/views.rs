@@ -285,13 +285,13 @@ fn pages_are_listed_served_with_the_script_first_and_strict_headers() {
 fn files_outside_the_plugin_folder_are_never_served() {
     let s = setup(views::Config::default());
     let cap = s.cap(PROBE, Some("probe"));
-    let root = s.host.manifest(PROBE).unwrap().root.clone();
     std::fs::write(s.dir.path().join("secret.txt"), "top secret").unwrap();
     // Symlinks are Unix here (creating one on Windows needs a privilege);
     // on Windows `leak.txt` below is simply absent and must not be served
     // either.
     #[cfg(unix)]
     {
+        let root = s.host.manifest(PROBE).unwrap().root.clone();
         std::os::unix::fs::symlink(s.dir.path().join("secret.txt"), root.join("leak.txt")).unwrap();
         std::os::unix::fs::symlink(root.join("probe.css"), root.join("alias.css")).unwrap();
         assert_eq!(

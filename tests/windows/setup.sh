@@ -77,6 +77,15 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
   [ -f "$WINEPREFIX/system.reg" ] || die "wineboot -i made no prefix at $WINEPREFIX"
   say "created the WINEPREFIX $WINEPREFIX ($WINE_VERSION) in $(secs "$t")s"
 fi
+# The prefix reports Windows 10: Wine 8 makes a Windows 7 one, where node.exe
+# refuses to start. NODE_SKIP_PLATFORM_CHECK (env.sh) only reaches processes
+# given our environment; a plugin's Node gets the host's allowlisted one.
+if ! grep -q '^"Version"="win10"' "$WINEPREFIX/user.reg"; then
+  wine reg add 'HKCU\Software\Wine' /v Version /t REG_SZ /d win10 /f >/dev/null 2>&1 \
+    || die "cannot set the prefix's Windows version to win10"
+  wineserver -w
+  say "the WINEPREFIX reports Windows 10"
+fi
 
 # ---------------------------------------------------------------- node.exe sees Windows 10
 # Wine 8.0 (Debian) makes a prefix that reports Windows 7; node.exe then refuses to start

@@ -44,9 +44,9 @@ pub(super) type FilesId = (FileId, FileId, u64, i128);
 
 pub(super) fn files_id(m: &Manifest) -> Option<FilesId> {
     let root = std::fs::metadata(&m.root).ok()?;
-    let main = FileVersion::of(&std::fs::metadata(&m.main_path).ok()?);
+    let main = FileVersion::of(&m.main_path, &std::fs::metadata(&m.main_path).ok()?);
     Some((
-        FileId::of(&root),
+        FileId::of(&m.root, &root),
         main.id(),
         main.size(),
         main.modified_ns(),

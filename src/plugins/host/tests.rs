@@ -13,8 +13,11 @@ fn settings(json: &str) -> Result<Settings> {
 
 #[test]
 fn config_defaults_and_bounds() {
-    let s = settings(r#"{"pluginsDir": "/tmp/p"}"#).unwrap();
-    assert_eq!(s.plugins_dir, PathBuf::from("/tmp/p"));
+    // An absolute path on this platform (`/tmp/p` is relative to the
+    // current drive on Windows).
+    let dir = std::env::temp_dir().join("p");
+    let s = settings(&serde_json::json!({ "pluginsDir": dir }).to_string()).unwrap();
+    assert_eq!(s.plugins_dir, dir);
     assert_eq!(s.node, "node");
     assert!(!s.electron);
     assert_eq!(s.call_timeout, Duration::from_secs(30));

@@ -7,19 +7,32 @@ fn env_is_an_allowlist() {
         ("PATH".into(), "/p".into()),
     ];
     let env = plugin_env(&extra);
+    // Names compare as the platform does (case-insensitively on Windows,
+    // where the host's spelling, e.g. `ComSpec`, is kept).
+    let rules = crate::sys::platform::PLUGIN_ENV;
+    let same = |a: &str, b: &str| {
+        if rules.case_insensitive {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
     for (k, _) in &env {
         let k = k.to_str().unwrap();
         assert!(
-            ALLOWED_ENV.contains(&k) || k.starts_with("LC_") || k == "PLUGIN_ID",
+            ALLOWED_ENV.iter().any(|n| same(n, k))
+                || (rules.locale_prefix && k.starts_with("LC_"))
+                || k == "PLUGIN_ID",
             "{k} leaked"
         );
     }
+    let path = |k: &OsString| same(k.to_str().unwrap(), "PATH");
     assert_eq!(
-        env.iter().filter(|(k, _)| k == "PATH").count(),
+        env.iter().filter(|(k, _)| path(k)).count(),
         1,
         "PATH overridden once"
     );
-    assert!(env.iter().any(|(k, v)| k == "PATH" && v == "/p"));
+    assert!(env.iter().any(|(k, v)| path(k) && v == "/p"));
 }
 
 fn vars(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {

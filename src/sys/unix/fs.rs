@@ -125,7 +125,8 @@ pub struct FileId {
 }
 
 impl FileId {
-    pub fn of(meta: &Metadata) -> FileId {
+    /// The identity of the file at `path` (unused here: `meta` has it).
+    pub fn of(_path: &Path, meta: &Metadata) -> FileId {
         FileId {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -144,10 +145,11 @@ pub struct FileVersion {
 }
 
 impl FileVersion {
-    pub fn of(meta: &Metadata) -> FileVersion {
+    /// The version of the file at `path`, `meta` being its metadata.
+    pub fn of(path: &Path, meta: &Metadata) -> FileVersion {
         let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
         FileVersion {
-            id: FileId::of(meta),
+            id: FileId::of(path, meta),
             size: meta.size(),
             modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
             changed_ns: ns(meta.ctime(), meta.ctime_nsec()),

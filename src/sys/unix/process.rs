@@ -115,9 +115,12 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The signal number of [`Signal::Kill`] as an [`ExitInfo`] reports it.
+/// How a child killed by [`Signal::Kill`] reads.
 #[cfg(test)]
-pub const KILL_SIGNAL: i32 = libc::SIGKILL;
+pub const KILLED: ExitInfo = ExitInfo {
+    code: None,
+    signal: Some(libc::SIGKILL),
+};
 
 /// Pids of this user's processes (not this one) whose environment holds
 /// the entry `var_eq_value` (`NAME=value`): the scan for processes a

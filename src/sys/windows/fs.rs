@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION};
 use windows_sys::Win32::Storage::FileSystem::{
-    LockFileEx, MoveFileExW, ReOpenFile, FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS,
-    FILE_FLAG_OPEN_REPARSE_POINT, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    GetFileInformationByHandle, LockFileEx, MoveFileExW, ReOpenFile, BY_HANDLE_FILE_INFORMATION,
+    FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+    FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
     LOCKFILE_EXCLUSIVE_LOCK, MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH, READ_CONTROL,
     WRITE_DAC,
 };
@@ -323,22 +324,48 @@ impl DirLock {
     }
 }
 
-/// The identity of a file. Stable Rust does not expose the volume serial
-/// and file index from `Metadata` on Windows, so this is the creation time
-/// (100 ns) and whether it is a directory: a file replaced by a rename
-/// (a new file) has a new creation time, except within the 15 s of NTFS
-/// "tunnelling", where [`FileVersion`]'s size and write time still differ.
+/// The identity of a file: the volume serial number and the file index
+/// (`GetFileInformationByHandle`; stable Rust does not expose them from
+/// `Metadata`), which hard links share and a replacing rename changes.
+/// When the file cannot be opened (gone, or no access) the identity is its
+/// creation time under an impossible volume number, so it still differs
+/// from any other file's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileId {
-    created: u64,
-    directory: bool,
+    volume: u64,
+    index: u64,
 }
 
 impl FileId {
-    pub fn of(meta: &Metadata) -> FileId {
-        FileId {
-            created: meta.creation_time(),
-            directory: meta.is_dir(),
+    /// The identity of the file at `path`, `meta` being its metadata (a
+    /// symlink itself when `meta` is a symlink's).
+    pub fn of(path: &Path, meta: &Metadata) -> FileId {
+        let mut flags = FILE_FLAG_BACKUP_SEMANTICS;
+        if meta.file_type().is_symlink() {
+            flags |= FILE_FLAG_OPEN_REPARSE_POINT;
+        }
+        let opened = OpenOptions::new()
+            .access_mode(FILE_READ_ATTRIBUTES)
+            .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+            .custom_flags(flags)
+            .open(path);
+        let info = opened.ok().and_then(|f| {
+            // SAFETY: a live handle and a zeroed out-structure of the right
+            // type, filled by the call.
+            unsafe {
+                let mut info: BY_HANDLE_FILE_INFORMATION = std::mem::zeroed();
+                (GetFileInformationByHandle(f.as_raw_handle(), &mut info) != 0).then_some(info)
+            }
+        });
+        match info {
+            Some(i) => FileId {
+                volume: i.dwVolumeSerialNumber as u64,
+                index: (i.nFileIndexHigh as u64) << 32 | i.nFileIndexLow as u64,
+            },
+            None => FileId {
+                volume: u64::MAX,
+                index: meta.creation_time(),
+            },
         }
     }
 }
@@ -356,9 +383,10 @@ pub struct FileVersion {
 const EPOCH_DIFF_100NS: i128 = 116_444_736_000_000_000;
 
 impl FileVersion {
-    pub fn of(meta: &Metadata) -> FileVersion {
+    /// The version of the file at `path`, `meta` being its metadata.
+    pub fn of(path: &Path, meta: &Metadata) -> FileVersion {
         FileVersion {
-            id: FileId::of(meta),
+            id: FileId::of(path, meta),
             size: meta.file_size(),
             modified_ns: (meta.last_write_time() as i128 - EPOCH_DIFF_100NS) * 100,
         }

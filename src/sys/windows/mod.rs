@@ -15,7 +15,7 @@ pub mod thread;
 
 mod frame;
 mod security;
-mod util;
+pub(super) mod util;
 
 #[cfg(test)]
 mod tests;

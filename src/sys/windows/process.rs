@@ -48,9 +48,9 @@ use windows_sys::Win32::System::Threading::{
     InitializeProcThreadAttributeList, OpenProcess, ResumeThread, TerminateProcess,
     UpdateProcThreadAttribute, WaitForSingleObject, CREATE_NO_WINDOW, CREATE_SUSPENDED,
     CREATE_UNICODE_ENVIRONMENT, EXTENDED_STARTUPINFO_PRESENT, INFINITE,
-    LPPROC_THREAD_ATTRIBUTE_LIST, PROCESS_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION,
-    PROCESS_SYNCHRONIZE, PROCESS_TERMINATE, PROC_THREAD_ATTRIBUTE_HANDLE_LIST,
-    STARTF_USESTDHANDLES, STARTUPINFOEXW,
+    LPPROC_THREAD_ATTRIBUTE_LIST, PROCESS_INFORMATION, PROCESS_QUERY_INFORMATION,
+    PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_TERMINATE,
+    PROC_THREAD_ATTRIBUTE_HANDLE_LIST, STARTF_USESTDHANDLES, STARTUPINFOEXW,
 };
 
 use super::security::OwnerOnlyAttributes;
@@ -186,9 +186,13 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The signal number of [`Signal::Kill`] as an [`ExitInfo`] would report it.
+/// How a child killed by [`Signal::Kill`] reads (the exit code the job's
+/// termination sets).
 #[cfg(test)]
-pub const KILL_SIGNAL: i32 = 9;
+pub const KILLED: ExitInfo = ExitInfo {
+    code: Some(TERMINATED_EXIT_CODE as i32),
+    signal: None,
+};
 
 /// A Job Object and the environment entries its first process got.
 struct JobEntry {
@@ -335,7 +339,11 @@ impl Process {
 
     /// Whether process `pid` is in this child's job.
     pub fn group_contains(&self, pid: u32) -> bool {
-        let Ok(h) = open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION) else {
+        // Windows accepts either query right for IsProcessInJob; Wine
+        // (8.0) demands the full one, so that is asked for first.
+        let Ok(h) = open_process(pid, PROCESS_QUERY_INFORMATION)
+            .or_else(|_| open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION))
+        else {
             return false;
         };
         let mut inside = 0;

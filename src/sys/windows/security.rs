@@ -22,6 +22,7 @@ use windows_sys::Win32::Security::Authorization::{
 use windows_sys::Win32::Security::{
     AclSizeInformation, EqualSid, GetAce, GetAclInformation, GetLengthSid,
     GetSecurityDescriptorControl, GetTokenInformation, InitializeSecurityDescriptor, IsValidSid,
+    SetFileSecurityW, SetKernelObjectSecurity, SetSecurityDescriptorControl,
     SetSecurityDescriptorDacl, TokenUser, ACCESS_ALLOWED_ACE, ACE_HEADER, ACL,
     ACL_SIZE_INFORMATION, DACL_SECURITY_INFORMATION, NO_INHERITANCE, OWNER_SECURITY_INFORMATION,
     PROTECTED_DACL_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES,
@@ -34,6 +35,8 @@ use super::util::{owned, wide};
 
 const ACCESS_ALLOWED_ACE_TYPE: u8 = 0;
 const SECURITY_DESCRIPTOR_REVISION: u32 = 1;
+/// The LocalSystem account's SID (the OS itself).
+const LOCAL_SYSTEM: &str = "S-1-5-18";
 
 /// A security identifier (the bytes of a SID).
 #[derive(Clone, PartialEq, Eq)]
@@ -166,50 +169,62 @@ fn owner_only_acl(sid: &Sid, inherit: bool) -> io::Result<Local> {
 
 const DACL_PROTECTED: u32 = DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION;
 
+/// A security descriptor holding an owner-only DACL marked protected (the
+/// `SE_DACL_PROTECTED` control bit), kept alive with its ACL.
+struct OwnerOnlyDescriptor {
+    _acl: Local,
+    sd: Box<SECURITY_DESCRIPTOR>,
+}
+
+impl OwnerOnlyDescriptor {
+    fn new(is_dir: bool) -> io::Result<OwnerOnlyDescriptor> {
+        let sid = current_user()?;
+        let acl = owner_only_acl(&sid, is_dir)?;
+        let mut sd: Box<SECURITY_DESCRIPTOR> = Box::default();
+        let psd = &mut *sd as *mut SECURITY_DESCRIPTOR as PSECURITY_DESCRIPTOR;
+        // SAFETY: initialises our boxed descriptor, points its DACL at the
+        // ACL kept alive next to it and sets the protected bit.
+        unsafe {
+            super::util::check(InitializeSecurityDescriptor(
+                psd,
+                SECURITY_DESCRIPTOR_REVISION,
+            ))?;
+            super::util::check(SetSecurityDescriptorDacl(psd, 1, acl.0 as *const ACL, 0))?;
+            super::util::check(SetSecurityDescriptorControl(
+                psd,
+                SE_DACL_PROTECTED,
+                SE_DACL_PROTECTED,
+            ))?;
+        }
+        Ok(OwnerOnlyDescriptor { _acl: acl, sd })
+    }
+
+    fn as_ptr(&self) -> PSECURITY_DESCRIPTOR {
+        &*self.sd as *const SECURITY_DESCRIPTOR as PSECURITY_DESCRIPTOR
+    }
+}
+
+// The owner-only DACL is written as a whole descriptor (SetFileSecurityW,
+// SetKernelObjectSecurity: exactly this DACL, nothing merged), not through
+// SetNamedSecurityInfoW/SetSecurityInfo: Wine's versions of those merge the
+// parent's inheritable entries in even when told the DACL is protected, so
+// "Everyone: read" came back. Windows treats both ways the same.
+
 /// Gives the file or directory at `path` an owner-only protected DACL.
 pub fn set_owner_only(path: &Path, is_dir: bool) -> io::Result<()> {
-    let sid = current_user()?;
-    let acl = owner_only_acl(&sid, is_dir)?;
+    let sd = OwnerOnlyDescriptor::new(is_dir)?;
     let name = wide(path.as_os_str())?;
-    // SAFETY: a NUL-terminated path and a valid ACL; nothing else is set.
-    let rc = unsafe {
-        SetNamedSecurityInfoW(
-            name.as_ptr(),
-            SE_FILE_OBJECT,
-            DACL_PROTECTED,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            acl.0 as *const ACL,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc as i32));
-    }
-    Ok(())
+    // SAFETY: a NUL-terminated path and a valid descriptor; only the DACL
+    // is set.
+    super::util::check(unsafe { SetFileSecurityW(name.as_ptr(), DACL_PROTECTED, sd.as_ptr()) })
 }
 
 /// Gives the object behind `handle` (opened with `WRITE_DAC`) an owner-only
 /// protected DACL.
 pub fn set_owner_only_handle(handle: HANDLE, is_dir: bool) -> io::Result<()> {
-    let sid = current_user()?;
-    let acl = owner_only_acl(&sid, is_dir)?;
-    // SAFETY: a live handle and a valid ACL; nothing else is set.
-    let rc = unsafe {
-        SetSecurityInfo(
-            handle,
-            SE_FILE_OBJECT,
-            DACL_PROTECTED,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            acl.0 as *const ACL,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc as i32));
-    }
-    Ok(())
+    let sd = OwnerOnlyDescriptor::new(is_dir)?;
+    // SAFETY: a live handle and a valid descriptor; only the DACL is set.
+    super::util::check(unsafe { SetKernelObjectSecurity(handle, DACL_PROTECTED, sd.as_ptr()) })
 }
 
 /// The owner SID of `path` and whether its DACL is owner-only (protected,
@@ -240,13 +255,18 @@ pub fn describe(path: &Path) -> io::Result<(Sid, bool)> {
     // SAFETY: `owner` points into `sd`, alive here.
     let owner = unsafe { Sid::copy_from(owner)? };
     let me = current_user()?;
+    // Wine keeps no DACL for a file: it maps the DACL written onto the Unix
+    // mode bits and reads back one generated from them, never marked
+    // protected and always granting LocalSystem full control. Under Wine
+    // (only) an unprotected DACL and LocalSystem entries are accepted.
+    let wine = super::util::is_wine();
     // SAFETY: `sd` and `dacl` are alive (guard above); GetAce indexes within
     // the count the ACL reports.
     let private = unsafe {
         let mut control = 0u16;
         let mut rev = 0u32;
         GetSecurityDescriptorControl(sd, &mut control, &mut rev);
-        if dacl.is_null() || control & SE_DACL_PROTECTED == 0 {
+        if dacl.is_null() || (control & SE_DACL_PROTECTED == 0 && !wine) {
             false
         } else {
             let mut info = ACL_SIZE_INFORMATION::default();
@@ -269,6 +289,9 @@ pub fn describe(path: &Path) -> io::Result<(Sid, bool)> {
                     let allowed = ace as *const ACCESS_ALLOWED_ACE;
                     let sid = std::ptr::addr_of!((*allowed).SidStart) as *mut core::ffi::c_void;
                     EqualSid(sid, me.ptr()) != 0
+                        || (wine
+                            && Sid::copy_from(sid)
+                                .is_ok_and(|s| s.to_string_form() == LOCAL_SYSTEM))
                 })
         }
     };

@@ -207,3 +207,41 @@ fn canonical_paths_come_back_in_their_plain_form() {
         std::fs::canonicalize(dir.path()).unwrap()
     );
 }
+
+#[test]
+fn channel_pair_carries_libuv_frames_both_ways() {
+    use std::os::windows::io::IntoRawHandle;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (ours, theirs) = super::ipc::channel_pair().unwrap();
+        let ours = super::ipc::channel_stream(ours).unwrap();
+        // SAFETY: the overlapped child end of the pair, owned here and
+        // handed to tokio.
+        let mut theirs = unsafe {
+            tokio::net::windows::named_pipe::NamedPipeClient::from_raw_handle(
+                theirs.0.into_raw_handle(),
+            )
+        }
+        .unwrap();
+        theirs
+            .write_all(&frame::encode(b"{\"a\":1}\n"))
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let (n, passed) = super::ipc::recv_chunk(&ours, &mut buf).await.unwrap();
+        assert_eq!((&buf[..n], passed), (&b"{\"a\":1}\n"[..], 0));
+        super::ipc::send_all(&ours, b"{\"b\":2}\n").await.unwrap();
+        let want = frame::encode(b"{\"b\":2}\n");
+        let mut got = vec![0u8; want.len()];
+        theirs.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, want);
+        // The child's end closing reads as EOF on ours.
+        drop(theirs);
+        let (n, _) = super::ipc::recv_chunk(&ours, &mut buf).await.unwrap();
+        assert_eq!(n, 0);
+    });
+}

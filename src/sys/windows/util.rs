@@ -39,3 +39,21 @@ pub fn check(ok: i32) -> io::Result<()> {
         Ok(())
     }
 }
+
+/// Whether this process runs under Wine (its ntdll exports
+/// `wine_get_version`, which Windows' does not). Used only where Wine is
+/// known to behave differently from Windows, each use saying how.
+pub fn is_wine() -> bool {
+    use std::sync::OnceLock;
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    static WINE: OnceLock<bool> = OnceLock::new();
+    *WINE.get_or_init(|| {
+        let ntdll: Vec<u16> = "ntdll.dll\0".encode_utf16().collect();
+        // SAFETY: ntdll is loaded in every process; both names are
+        // NUL-terminated; the module handle is not freed (not owned).
+        unsafe {
+            let m = GetModuleHandleW(ntdll.as_ptr());
+            !m.is_null() && GetProcAddress(m, c"wine_get_version".as_ptr().cast()).is_some()
+        }
+    })
+}

@@ -31,7 +31,7 @@ impl TempDir {
             .prefix(&format!("qc-{tag}-"))
             .tempdir()
             .unwrap();
-        let path = dir.path().canonicalize().unwrap();
+        let path = plain(dir.path().canonicalize().unwrap());
         TempDir { path, _dir: dir }
     }
     pub fn path(&self) -> &Path {
@@ -42,6 +42,17 @@ impl TempDir {
         let p = self.path.join(name);
         std::fs::write(&p, contents).unwrap();
         p.to_string_lossy().into_owned()
+    }
+}
+
+/// `path` without the `\\?\` prefix Windows' canonical paths carry when
+/// what follows is an ordinary drive path (`\\?\C:\…` -> `C:\…`): the
+/// form users and the CLI see, and one in which `/` also separates.
+pub fn plain(path: PathBuf) -> PathBuf {
+    let s = path.to_string_lossy();
+    match s.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => path,
     }
 }
 
