@@ -73,6 +73,31 @@ pub enum Signal {
     Stop,
 }
 
+/// What one dial without waiting found at a local socket path (a UNIX
+/// socket, or a named pipe on Windows): `ipc::dial_once`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dial {
+    /// Something accepted (or its backlog is full, or every pipe instance
+    /// is busy).
+    Answered,
+    /// Nothing listens there (no such file or pipe, or refused).
+    NobodyThere,
+    /// Anything else (no permission, path too long, a file where a pipe
+    /// was expected, …).
+    Unknown,
+}
+
+/// What to run as a plugin's Node child: `process::spawn_with_channel`.
+#[derive(Debug, Clone)]
+pub struct ChannelCommand {
+    pub program: std::ffi::OsString,
+    pub args: Vec<std::ffi::OsString>,
+    pub cwd: std::path::PathBuf,
+    /// The complete environment (nothing is inherited); the channel
+    /// variables are added here.
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+}
+
 /// How a child process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitInfo {

@@ -45,16 +45,7 @@ pub async fn connect(path: &Path) -> io::Result<LocalStream> {
     LocalStream::connect(path).await
 }
 
-/// What one dial without waiting found at a socket path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dial {
-    /// Something accepted (or its backlog is full).
-    Answered,
-    /// Nothing listens there (no such file, or refused).
-    NobodyThere,
-    /// Anything else (no permission, path too long, …).
-    Unknown,
-}
+pub use crate::sys::Dial;
 
 /// Dials `path` once without blocking. A UNIX-domain connect answers at once
 /// (success, `EAGAIN` on a full backlog, or an error), so no timer is needed.

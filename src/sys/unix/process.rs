@@ -17,11 +17,9 @@
 //! fd table (`STARTUPINFO.lpReserved2`) and the child in a Job Object that
 //! is killed when the host dies.
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use crate::sys::{ExitInfo, Signal};
@@ -129,16 +127,7 @@ pub fn find_by_env(var_eq_value: &str) -> Vec<u32> {
     super::os::find_by_env(var_eq_value.as_bytes(), current_uid(), current_pid())
 }
 
-/// What to run as a plugin's Node child.
-#[derive(Debug, Clone)]
-pub struct ChannelCommand {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    pub cwd: PathBuf,
-    /// The complete environment (nothing is inherited); the channel
-    /// variables are added here.
-    pub env: Vec<(OsString, OsString)>,
-}
+pub use crate::sys::ChannelCommand;
 
 /// Our end of a child's IPC channel (an fd; a pipe HANDLE on Windows).
 /// Turn it into a stream with [`crate::sys::ipc::channel_stream`].

@@ -253,16 +253,7 @@ pub async fn connect(path: &Path) -> io::Result<LocalStream> {
     }
 }
 
-/// What one dial without waiting found at a pipe name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dial {
-    /// Something accepted (or every instance is busy).
-    Answered,
-    /// Nothing listens there (no such pipe; for a file path: no such file).
-    NobodyThere,
-    /// Anything else (no permission, a file where a pipe was expected, …).
-    Unknown,
-}
+pub use crate::sys::Dial;
 
 /// Opens `path` once without waiting (`CreateFileW`): a pipe that opens or
 /// is busy answered, a missing one is nobody. The connection is closed at

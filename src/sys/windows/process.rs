@@ -21,7 +21,6 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -269,16 +268,7 @@ fn job_pids(job: HANDLE) -> Vec<u32> {
         .collect()
 }
 
-/// What to run as a plugin's Node child.
-#[derive(Debug, Clone)]
-pub struct ChannelCommand {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    pub cwd: PathBuf,
-    /// The complete environment (nothing is inherited); the channel
-    /// variables are added here.
-    pub env: Vec<(OsString, OsString)>,
-}
+pub use crate::sys::ChannelCommand;
 
 /// Our end of a child's IPC channel (an overlapped named-pipe HANDLE).
 /// Turn it into a stream with [`crate::sys::ipc::channel_stream`].
