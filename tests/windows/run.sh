@@ -90,7 +90,7 @@ TARGET=x86_64-pc-windows-gnu
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 read -r -a CARGO_TARGETS <<< "${WIN_CARGO_TARGETS:---lib --test ide --test plugins}"
 WIN_LIB_FILTERS=${WIN_LIB_FILTERS-sys:: shared:: ide:: plugins::host plugins::install plugins::ipc plugins::process mcp_bridge::naming mcp_bridge::schema sessions::controllers sessions::frames sessions::gate sessions::limits sessions::names sessions::outbox sessions::participant}
-WIN_IDE_FILTERS=${WIN_IDE_FILTERS-http_limits::}
+WIN_IDE_FILTERS=${WIN_IDE_FILTERS-}
 WIN_PLUGINS_FILTERS=${WIN_PLUGINS_FILTERS-fuzz:: hostile_fixtures:: manifest:: views:: windows::}
 DEMO_PID="" LOCK_LINUX=""
 
