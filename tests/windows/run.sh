@@ -17,7 +17,10 @@
 #                  defaults run what passes under Wine 8:
 #                  lib: the OS layer, shared, ide, the plugin host/install/ipc/process,
 #                  the bridge's naming and schema, the sessions' controllers, frames,
-#                  gate, limits, names, outbox and participant; ide: the whole binary;
+#                  gate, limits, names, outbox and participant; ide: the whole binary
+#                  (companion::stop_answers_a_pending_open_diff fails about one run in
+#                  six on busy cores: the reply "stopping" is lost as the server
+#                  closes the connection; not yet looked into);
 #                  plugins: fuzz, hostile_fixtures, manifest, views, windows.
 #                  Left out of plugins, runtime (5 of its tests fail): the install
 #                  and removal of a plugin while it runs fail with "Sharing
