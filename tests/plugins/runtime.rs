@@ -45,11 +45,21 @@ process.on('message', async (m) => {
     case 'crash':
       process.stderr.write('fatal: the thing broke\n');
       process.exit(7);
-    case 'garbage':
-      require('fs').writeSync(3, 'this is not json\n');
+    case 'garbage': {
+      // A line that is not JSON. On Windows the channel is framed (libuv's
+      // 16-byte header, flags HAS_DATA, before every write): one frame for it.
+      let raw = Buffer.from('this is not json\n');
+      if (process.platform === 'win32') {
+        const h = Buffer.alloc(16);
+        h.writeUInt32LE(1, 0);
+        h.writeUInt32LE(raw.length, 8);
+        raw = Buffer.concat([h, raw]);
+      }
+      require('fs').writeSync(3, raw);
       process.send({ type: 'no_such_type' });
       process.send({ cmd: 'NODE_SOMETHING' });
       return reply(m, text('x\ud800y\udc00z'));
+    }
     case 'push':
       process.send({ type: 'ui_push', channel: 'board', payload: { n: p.n } });
       process.send({ type: 'ui_push', payload: 'no channel' });

@@ -15,13 +15,17 @@ use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION};
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER, ERROR_NOT_SUPPORTED,
+    ERROR_SHARING_VIOLATION,
+};
 use windows_sys::Win32::Storage::FileSystem::{
-    GetFileInformationByHandle, LockFileEx, MoveFileExW, ReOpenFile, BY_HANDLE_FILE_INFORMATION,
-    FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
-    FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+    FileRenameInfoEx, GetFileInformationByHandle, LockFileEx, MoveFileExW, ReOpenFile,
+    SetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, DELETE, FILE_ATTRIBUTE_READONLY,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_READ_ATTRIBUTES,
+    FILE_RENAME_INFO, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
     LOCKFILE_EXCLUSIVE_LOCK, MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH, READ_CONTROL,
-    WRITE_DAC,
+    SYNCHRONIZE, WRITE_DAC,
 };
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
@@ -249,29 +253,91 @@ pub fn current_owner() -> OwnerId {
 /// or a reader briefly block.
 const REPLACE_RETRY_FOR: Duration = Duration::from_millis(1500);
 
-/// Replaces `to` with `from` in one step (`MoveFileExW` with
-/// `MOVEFILE_REPLACE_EXISTING`; a link at `to` is replaced, never written
-/// through). `ERROR_ACCESS_DENIED` and `ERROR_SHARING_VIOLATION` (EPERM /
-/// EACCES: another process has the file open) are retried with a growing
-/// pause for about 1.5 s, as Qwen Code retries its own renames.
+/// `FILE_RENAME_INFO` flags (winbase.h; not in windows-sys).
+const FILE_RENAME_FLAG_REPLACE_IF_EXISTS: u32 = 0x1;
+const FILE_RENAME_FLAG_POSIX_SEMANTICS: u32 = 0x2;
+
+/// Renames `from` over `to` with POSIX semantics (`FileRenameInfoEx`,
+/// Windows 10 1607 and later on NTFS): `to` is replaced even while a reader
+/// has it open with `FILE_SHARE_DELETE` (Rust's `File::open`, Node's libuv),
+/// and the reader keeps reading the old contents. `Ok(false)` when the
+/// system or the file system does not offer it (older Windows, FAT, Wine 8).
+/// A link at `from` or `to` is renamed or replaced itself.
+fn rename_posix(from: &Path, to: &[u16]) -> io::Result<bool> {
+    let src = OpenOptions::new()
+        .access_mode(DELETE | SYNCHRONIZE)
+        .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+        .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT | FILE_FLAG_BACKUP_SEMANTICS)
+        .open(from)?;
+    let name = &to[..to.len() - 1]; // without the NUL
+    let name_bytes = std::mem::size_of_val(name);
+    let size = std::mem::size_of::<FILE_RENAME_INFO>() + name_bytes;
+    // u64 words: aligned for FILE_RENAME_INFO (a pointer-sized field).
+    let mut buf = vec![0u64; size.div_ceil(8)];
+    let info = buf.as_mut_ptr().cast::<FILE_RENAME_INFO>();
+    // SAFETY: `buf` is zeroed, aligned and holds the header plus the name;
+    // the name is copied into the trailing `FileName` array, which the
+    // buffer extends; the handle is open with DELETE access.
+    let ok = unsafe {
+        (*info).Anonymous.Flags =
+            FILE_RENAME_FLAG_REPLACE_IF_EXISTS | FILE_RENAME_FLAG_POSIX_SEMANTICS;
+        (*info).FileNameLength = name_bytes as u32;
+        std::ptr::copy_nonoverlapping(
+            name.as_ptr(),
+            std::ptr::addr_of_mut!((*info).FileName).cast::<u16>(),
+            name.len(),
+        );
+        SetFileInformationByHandle(
+            src.as_raw_handle(),
+            FileRenameInfoEx,
+            info.cast(),
+            size as u32,
+        )
+    };
+    if ok != 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error().map(|c| c as u32) {
+        Some(ERROR_INVALID_PARAMETER)
+        | Some(ERROR_NOT_SUPPORTED)
+        | Some(ERROR_INVALID_FUNCTION) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// Replaces `to` with `from` in one step: a POSIX-semantics rename
+/// ([`rename_posix`]: readers that share delete never block it), else
+/// `MoveFileExW` with `MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH`,
+/// which fails while anyone has `to` open. A link at `to` is replaced, never
+/// written through. `ERROR_ACCESS_DENIED` and `ERROR_SHARING_VIOLATION`
+/// (EPERM / EACCES: another process has the file open without sharing
+/// delete, or the old rename met a reader) are retried with a growing pause
+/// for about 1.5 s, as Qwen Code retries its own renames.
 pub fn replace(from: &Path, to: &Path) -> io::Result<()> {
     let f = wide(from.as_os_str())?;
     let t = wide(to.as_os_str())?;
     let start = std::time::Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
-        // SAFETY: two NUL-terminated paths.
-        let ok = unsafe {
-            MoveFileExW(
-                f.as_ptr(),
-                t.as_ptr(),
-                MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH,
-            )
+        let e = match rename_posix(from, &t) {
+            Ok(true) => return Ok(()),
+            Err(e) => e,
+            Ok(false) => {
+                // SAFETY: two NUL-terminated paths.
+                let ok = unsafe {
+                    MoveFileExW(
+                        f.as_ptr(),
+                        t.as_ptr(),
+                        MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH,
+                    )
+                };
+                if ok != 0 {
+                    return Ok(());
+                }
+                io::Error::last_os_error()
+            }
         };
-        if ok != 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
         let transient = matches!(
             e.raw_os_error().map(|c| c as u32),
             Some(ERROR_ACCESS_DENIED) | Some(ERROR_SHARING_VIOLATION)
@@ -284,8 +350,9 @@ pub fn replace(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Flushes a directory's entries to disk. [`replace`] already asks for
-/// `MOVEFILE_WRITE_THROUGH` and NTFS journals its metadata: nothing to do.
+/// Flushes a directory's entries to disk. NTFS journals its metadata (a
+/// rename included) and [`replace`]'s fallback asks for
+/// `MOVEFILE_WRITE_THROUGH`: nothing to do.
 pub fn sync_dir(_dir: &Path) {}
 
 /// The name of the lock file [`DirLock`] creates inside the directory.

@@ -77,21 +77,28 @@ fn full_fixture_every_contribution_point() {
     });
     // render_pdf through the library default.
     let pdf = t.plugins.dir.join("out").join("r.pdf");
-    let out = t
-        .host
-        .call_tool(
-            &id,
-            "export_pdf",
-            json!({"title": "R", "content": "# Title\n\nBody", "outputPath": pdf}),
-            CallOptions {
-                cwd: None,
-                timeout: Some(Duration::from_secs(60)),
-            },
-        )
-        .unwrap();
-    let d = out.details.unwrap();
-    assert!(d["result"]["bytes"].as_u64().unwrap() > 100, "{d}");
-    assert!(std::fs::read(&pdf).unwrap().starts_with(b"%PDF"));
+    let out = t.host.call_tool(
+        &id,
+        "export_pdf",
+        json!({"title": "R", "content": "# Title\n\nBody", "outputPath": pdf}),
+        CallOptions {
+            cwd: None,
+            timeout: Some(Duration::from_secs(60)),
+        },
+    );
+    match out {
+        // A fresh Wine prefix has no TrueType fonts the renderer can use
+        // (Windows has them in C:\Windows\Fonts): it says so, as on a Linux
+        // without fonts; the PDF itself is checked everywhere else.
+        Err(e) if qc_test_support::under_wine() && e.message.contains("no usable font") => {
+            eprintln!("skipped under Wine: {}", e.message);
+        }
+        out => {
+            let d = out.unwrap().details.unwrap();
+            assert!(d["result"]["bytes"].as_u64().unwrap() > 100, "{d}");
+            assert!(std::fs::read(&pdf).unwrap().starts_with(b"%PDF"));
+        }
+    }
     // Its `disconnect` handler makes unload quick and clean.
     let pid = t.host.running_pid(&id).unwrap();
     t.host.unload(&id).unwrap();

@@ -70,6 +70,28 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Whether this test runs under Wine (its ntdll exports `wine_get_version`,
+/// which Windows' does not), for the few checks where Wine is known to
+/// behave unlike Windows; each caller says how. Always false off Windows.
+pub fn under_wine() -> bool {
+    // Windows only: the question is about the Windows ntdll.
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+        let ntdll: Vec<u16> = "ntdll.dll\0".encode_utf16().collect();
+        // SAFETY: ntdll is loaded in every process; both names are
+        // NUL-terminated; the module handle is not owned (not freed).
+        unsafe {
+            let m = GetModuleHandleW(ntdll.as_ptr());
+            !m.is_null() && GetProcAddress(m, c"wine_get_version".as_ptr().cast()).is_some()
+        }
+    }
+    #[cfg(not(windows))]
+    {
+        false
+    }
+}
+
 /// The repository's root (where `Cargo.toml` of the library is).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,7 +7,9 @@ use crate::shared::testutil::TempDir;
 
 fn exe(dir: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let p = dir.join(name);
+    // With the platform's executable suffix (`node.exe` on Windows), as the
+    // search looks for it.
+    let p = dir.join(format!("{name}{}", crate::sys::platform::EXE_SUFFIX));
     std::fs::write(&p, "#!/bin/sh\n").unwrap();
     crate::sys::fs::set_mode(&p, 0o755).unwrap();
     p
@@ -139,13 +141,20 @@ fn not_found_names_everything_searched() {
 
 #[test]
 fn plugin_path_starts_with_the_node_folder() {
+    // `PATH`'s delimiter: `:`, or `;` on Windows.
+    let d = crate::sys::platform::PATH_STYLE.delimiter();
     let node = Path::new("/opt/homebrew/bin/node");
     assert_eq!(
-        path_with_node_dir(node, Some(OsStr::new("/usr/bin:/bin"))),
-        Some(OsString::from("/opt/homebrew/bin:/usr/bin:/bin"))
+        path_with_node_dir(node, Some(OsStr::new(&format!("/usr/bin{d}/bin")))),
+        Some(OsString::from(format!(
+            "/opt/homebrew/bin{d}/usr/bin{d}/bin"
+        )))
     );
     assert_eq!(
-        path_with_node_dir(node, Some(OsStr::new("/usr/bin:/opt/homebrew/bin"))),
+        path_with_node_dir(
+            node,
+            Some(OsStr::new(&format!("/usr/bin{d}/opt/homebrew/bin")))
+        ),
         None,
         "already there"
     );
