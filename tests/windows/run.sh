@@ -329,7 +329,11 @@ fi
 # ---------------------------------------------------------------- the CLI (Windows Node)
 QWEN_JS=$(qc_win_path "$QWEN_PKG/cli-entry.js")   # the `qwen` command (package.json bin)
 PRELOAD=$(qc_win_path "$HERE/node-wine-keepalive.cjs")
-QWEN_ENV=("${BASE_ENV[@]}" NODE_OPTIONS="--require $PRELOAD"
+# QWEN_CODE_NO_RELAUNCH: the CLI normally starts a second node.exe of itself
+# with a larger heap (and sets this variable in that child). Under Wine that
+# spawn failed now and then ("Fatal error: Failed to relaunch the CLI
+# process."), so the suite runs the CLI as that child would run: one process.
+QWEN_ENV=("${BASE_ENV[@]}" NODE_OPTIONS="--require $PRELOAD" QWEN_CODE_NO_RELAUNCH=true
   QWEN_USAGE_STATISTICS_ENABLED=0 QWEN_TELEMETRY_ENABLED=0
   NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
 
