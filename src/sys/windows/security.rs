@@ -298,41 +298,30 @@ pub fn describe(path: &Path) -> io::Result<(Sid, bool)> {
     Ok((owner, private))
 }
 
-/// Security attributes with an owner-only DACL (for named pipes), kept
-/// alive as long as the value.
+/// Security attributes with the owner-only protected DACL of
+/// [`OwnerOnlyDescriptor`] (for named pipes), kept alive as long as the
+/// value.
 pub struct OwnerOnlyAttributes {
-    _acl: Local,
-    sd: Box<SECURITY_DESCRIPTOR>,
+    desc: OwnerOnlyDescriptor,
     sa: SECURITY_ATTRIBUTES,
 }
 
 impl OwnerOnlyAttributes {
     pub fn new(inheritable: bool) -> io::Result<OwnerOnlyAttributes> {
-        let sid = current_user()?;
-        let acl = owner_only_acl(&sid, false)?;
-        let mut sd: Box<SECURITY_DESCRIPTOR> = Box::default();
-        let psd = &mut *sd as *mut SECURITY_DESCRIPTOR as PSECURITY_DESCRIPTOR;
-        // SAFETY: initialises our boxed descriptor and points its DACL at
-        // the ACL kept alive next to it.
-        unsafe {
-            super::util::check(InitializeSecurityDescriptor(
-                psd,
-                SECURITY_DESCRIPTOR_REVISION,
-            ))?;
-            super::util::check(SetSecurityDescriptorDacl(psd, 1, acl.0 as *const ACL, 0))?;
-        }
+        let desc = OwnerOnlyDescriptor::new(false)?;
         let sa = SECURITY_ATTRIBUTES {
             nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
-            lpSecurityDescriptor: psd,
+            // The descriptor is boxed: moving `desc` keeps this pointer valid.
+            lpSecurityDescriptor: desc.as_ptr(),
             bInheritHandle: inheritable as i32,
         };
-        Ok(OwnerOnlyAttributes { _acl: acl, sd, sa })
+        Ok(OwnerOnlyAttributes { desc, sa })
     }
 
     pub fn as_ptr(&self) -> *const SECURITY_ATTRIBUTES {
         debug_assert!(std::ptr::eq(
-            self.sa.lpSecurityDescriptor as *const SECURITY_DESCRIPTOR,
-            &*self.sd
+            self.sa.lpSecurityDescriptor,
+            self.desc.as_ptr()
         ));
         &self.sa
     }
