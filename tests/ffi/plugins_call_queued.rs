@@ -82,23 +82,8 @@ fn pull_until(
             "no matching event (unmatched: {:?})",
             pulled.backlog
         );
-        // A wait for the next event: the fd is pollable on Unix; on Windows
-        // the handle is an event HANDLE, so a short sleep stands in.
-        #[cfg(unix)]
-        {
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd on our stack, count 1.
-            unsafe { libc::poll(&mut p, 1, 200) };
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = fd;
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // A wait for the next event (a descriptor on Unix, a HANDLE on Windows).
+        qc_test_support::wait_event_handle(fd, 200);
         let mut ev = null_mut();
         assert_eq!(
             unsafe { qc_plugin_host_next_event(h, &mut ev, null_mut()) },

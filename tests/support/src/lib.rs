@@ -70,6 +70,36 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Waits at most `timeout_ms` for the pull-mode event handle of a
+/// `qc_*_enable_events` to be signalled: a readable descriptor on Unix
+/// (`poll`), an event `HANDLE` on Windows (the `int32_t` sign-extended,
+/// `WaitForSingleObject`). It may return early or at the timeout; callers
+/// pull the queue after it either way.
+pub fn wait_event_handle(handle: i32, timeout_ms: u32) {
+    #[cfg(unix)]
+    {
+        let mut p = libc::pollfd {
+            fd: handle,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on our stack, count 1.
+        unsafe { libc::poll(&mut p, 1, timeout_ms.min(i32::MAX as u32) as i32) };
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::System::Threading::WaitForSingleObject;
+        // SAFETY: waiting on the library's event handle, which stays open
+        // while the object that handed it out is alive (the caller's).
+        unsafe {
+            WaitForSingleObject(
+                handle as isize as windows_sys::Win32::Foundation::HANDLE,
+                timeout_ms,
+            )
+        };
+    }
+}
+
 /// Whether this test runs under Wine (its ntdll exports `wine_get_version`,
 /// which Windows' does not), for the few checks where Wine is known to
 /// behave unlike Windows; each caller says how. Always false off Windows.
