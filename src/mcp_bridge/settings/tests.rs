@@ -396,7 +396,17 @@ mod prop {
             }
             let base = Value::Object(m);
             let mut text = serde_json::to_string_pretty(&base).unwrap();
-            if tabs { text = text.replace("  ", "\t"); }
+            if tabs {
+                // Indentation only: a string value may hold two spaces too.
+                text = text
+                    .lines()
+                    .map(|l| {
+                        let n = l.len() - l.trim_start_matches(' ').len();
+                        format!("{}{}", "\t".repeat(n / 2), &l[n..])
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
             text = format!("// header\n{text}\n");
             if crlf { text = text.replace('\n', "\r\n"); }
             let added = add(&text);
