@@ -138,14 +138,7 @@ fn bind_pipe(path: &Path) -> Result<Bound, String> {
         }
         Err(e) => return Err(format!("bind {name}: {e}")),
     };
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("set_nonblocking: {e}"))?;
-    Ok(Bound {
-        listener,
-        path: target,
-        nonce_dir: None,
-    })
+    bound(listener, target, None)
 }
 
 fn is_nonce_dir_name(name: &str) -> bool {
@@ -304,12 +297,21 @@ pub fn bind_at(path: &Path, explicit: bool) -> Result<Bound, String> {
         cleanup();
         return Err(format!("chmod 0600 {}: {e}", target.display()));
     }
+    bound(listener, target, nonce_dir)
+}
+
+/// A bound listener made non-blocking, ready for the runtime.
+fn bound(
+    listener: StdUnixListener,
+    path: PathBuf,
+    nonce_dir: Option<PathBuf>,
+) -> Result<Bound, String> {
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("set_nonblocking: {e}"))?;
     Ok(Bound {
         listener,
-        path: target,
+        path,
         nonce_dir,
     })
 }

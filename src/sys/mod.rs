@@ -98,6 +98,43 @@ pub struct ChannelCommand {
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
+/// A started child with its channel and output pipes:
+/// `process::spawn_with_channel`.
+#[derive(Debug)]
+pub struct ChannelChild {
+    pub process: process::Process,
+    pub channel: process::ChannelEnd,
+    pub stdout: process::PipeReader,
+    pub stderr: process::PipeReader,
+}
+
+/// What tells a changed file from an unchanged one: identity, size,
+/// modification time and, where the OS keeps one (not Windows), the
+/// status-change time (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileVersion {
+    id: fs::FileId,
+    size: u64,
+    modified_ns: i128,
+    changed_ns: Option<i128>,
+}
+
+impl FileVersion {
+    /// The version of the file at `path`, `meta` being its metadata.
+    pub fn of(path: &std::path::Path, meta: &std::fs::Metadata) -> FileVersion {
+        imp::fs::file_version(path, meta)
+    }
+    pub fn id(&self) -> fs::FileId {
+        self.id
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn modified_ns(&self) -> i128 {
+        self.modified_ns
+    }
+}
+
 /// How a child process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitInfo {

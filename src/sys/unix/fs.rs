@@ -134,35 +134,17 @@ impl FileId {
     }
 }
 
-/// What tells a changed file from an unchanged one: identity, size,
-/// modification and status-change times (ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileVersion {
-    id: FileId,
-    size: u64,
-    modified_ns: i128,
-    changed_ns: i128,
-}
+pub use crate::sys::FileVersion;
 
-impl FileVersion {
-    /// The version of the file at `path`, `meta` being its metadata.
-    pub fn of(path: &Path, meta: &Metadata) -> FileVersion {
-        let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
-        FileVersion {
-            id: FileId::of(path, meta),
-            size: meta.size(),
-            modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
-            changed_ns: ns(meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-    pub fn id(&self) -> FileId {
-        self.id
-    }
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-    pub fn modified_ns(&self) -> i128 {
-        self.modified_ns
+/// The [`FileVersion`] of the file at `path`, `meta` being its metadata:
+/// identity, size, modification and status-change times (ns).
+pub(in crate::sys) fn file_version(path: &Path, meta: &Metadata) -> FileVersion {
+    let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
+    FileVersion {
+        id: FileId::of(path, meta),
+        size: meta.size(),
+        modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
+        changed_ns: Some(ns(meta.ctime(), meta.ctime_nsec())),
     }
 }
 

@@ -218,14 +218,7 @@ fn exit_info(status: libc::c_int) -> ExitInfo {
     }
 }
 
-/// A started child with its channel and output pipes.
-#[derive(Debug)]
-pub struct ChannelChild {
-    pub process: Process,
-    pub channel: ChannelEnd,
-    pub stdout: PipeReader,
-    pub stderr: PipeReader,
-}
+pub use crate::sys::ChannelChild;
 
 /// A CLOEXEC duplicate of `fd` numbered 10 or higher (so the child's end is
 /// never 0–3, whatever the host closed).

@@ -437,35 +437,20 @@ impl FileId {
     }
 }
 
-/// What tells a changed file from an unchanged one: identity, size and
-/// last-write time (ns; Windows has no status-change time in `Metadata`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileVersion {
-    id: FileId,
-    size: u64,
-    modified_ns: i128,
-}
+pub use crate::sys::FileVersion;
 
 /// 100 ns intervals between 1601-01-01 and 1970-01-01.
 const EPOCH_DIFF_100NS: i128 = 116_444_736_000_000_000;
 
-impl FileVersion {
-    /// The version of the file at `path`, `meta` being its metadata.
-    pub fn of(path: &Path, meta: &Metadata) -> FileVersion {
-        FileVersion {
-            id: FileId::of(path, meta),
-            size: meta.file_size(),
-            modified_ns: (meta.last_write_time() as i128 - EPOCH_DIFF_100NS) * 100,
-        }
-    }
-    pub fn id(&self) -> FileId {
-        self.id
-    }
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-    pub fn modified_ns(&self) -> i128 {
-        self.modified_ns
+/// The [`FileVersion`] of the file at `path`, `meta` being its metadata:
+/// identity, size and last-write time (Windows has no status-change time in
+/// `Metadata`).
+pub(in crate::sys) fn file_version(path: &Path, meta: &Metadata) -> FileVersion {
+    FileVersion {
+        id: FileId::of(path, meta),
+        size: meta.file_size(),
+        modified_ns: (meta.last_write_time() as i128 - EPOCH_DIFF_100NS) * 100,
+        changed_ns: None,
     }
 }
 

@@ -344,14 +344,7 @@ impl Process {
     }
 }
 
-/// A started child with its channel and output pipes.
-#[derive(Debug)]
-pub struct ChannelChild {
-    pub process: Process,
-    pub channel: ChannelEnd,
-    pub stdout: PipeReader,
-    pub stderr: PipeReader,
-}
+pub use crate::sys::ChannelChild;
 
 /// A unique pipe name of ours.
 fn unique_pipe_name() -> Vec<u16> {
