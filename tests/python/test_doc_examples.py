@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import BINDING_DIR, REPO
+from conftest import BINDING_DIR, INSTALLED, REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "docs"))
 import examples  # noqa: E402
@@ -45,6 +45,8 @@ def _env(tmp_path, lib_path):
         "QWEN_COMPANION_LIB": lib_path,
         "PYTHONPATH": BINDING_DIR,
     })
+    if INSTALLED:  # the examples run as a user's would: the wheel's package and library
+        del env["QWEN_COMPANION_LIB"], env["PYTHONPATH"]
     return env
 
 
