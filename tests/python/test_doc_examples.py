@@ -44,6 +44,7 @@ def _env(tmp_path, lib_path):
         "QWEN_HOME": str(home / ".qwen"),
         "QWEN_COMPANION_LIB": lib_path,
         "PYTHONPATH": BINDING_DIR,
+        "QC_EXAMPLES_REPO": REPO,  # hidden preludes find the checkout's fixtures with it
     })
     if INSTALLED:  # the examples run as a user's would: the wheel's package and library
         del env["QWEN_COMPANION_LIB"], env["PYTHONPATH"]
