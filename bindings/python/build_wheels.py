@@ -290,7 +290,8 @@ def write_wheel(path, entries):
     os.replace(tmp, path)
 
 
-def build_one(target, native_dir, version, py_files, out_dir, glibc):
+def read_natives(target, native_dir, glibc):
+    """The checked (archive name, bytes, executable) of a target's library and bridge."""
     tdir = os.path.join(native_dir, target.triple)
     natives = []
     for name, is_library in ((target.library, True), (target.bridge, False)):
@@ -301,6 +302,10 @@ def build_one(target, native_dir, version, py_files, out_dir, glibc):
         data = read_file(path)
         check_native(data, target, path, is_library, glibc)
         natives.append((LIB_DIR + "/" + name, data, not is_library))
+    return natives
+
+
+def write_one(target, natives, version, py_files, out_dir, glibc):
     dist_info = "{}-{}.dist-info".format(DIST_NAME, version)
     tag = target.tag.format(*glibc)
     entries = sorted([(n, d, False) for n, d in py_files] + natives)
@@ -331,10 +336,12 @@ def build(native_dir, version, out_dir, log=print):
     if pkg_version != version:
         raise BuildError("{}/__init__.py has __version__ {}, but the release is {}: update it".format(
             PACKAGE, pkg_version, version))
+    # Every input is checked before the first wheel is written.
+    natives = [read_natives(t, native_dir, glibc) for t in targets]
     os.makedirs(out_dir, exist_ok=True)
     built = []
-    for t in targets:
-        path = build_one(t, native_dir, version, py_files, out_dir, glibc)
+    for t, n in zip(targets, natives):
+        path = write_one(t, n, version, py_files, out_dir, glibc)
         log("wheel: {} ({})".format(os.path.basename(path), t.triple))
         built.append(path)
     skipped = [d for d in present if d in NOT_PACKED]

@@ -176,7 +176,10 @@ def main(argv):
         need(not extra, "unexpected wheels in {}: {}".format(wheels_dir, extra))
         stamps = set()
         for wheel in sorted(expected):
-            stamps.add(check_wheel(os.path.join(wheels_dir, wheel), version, expected[wheel], native))
+            try:
+                stamps.add(check_wheel(os.path.join(wheels_dir, wheel), version, expected[wheel], native))
+            except (zipfile.BadZipFile, KeyError, struct.error, UnicodeDecodeError) as e:
+                raise CheckError("{}: {}: {}".format(wheel, type(e).__name__, e))
             print("ok: {} ({})".format(wheel, expected[wheel]))
         need(len(stamps) == 1, "the wheels have different timestamps")
         stamp = stamps.pop()
@@ -192,7 +195,7 @@ def main(argv):
                 with open(os.path.join(tmp, wheel), "rb") as a, open(os.path.join(wheels_dir, wheel), "rb") as b:
                     need(a.read() == b.read(), "{}: rebuilding it gives other bytes (not reproducible)".format(wheel))
         print("ok: rebuilding {} wheel(s) from {} gives the same bytes".format(len(expected), native))
-    except (CheckError, OSError, subprocess.CalledProcessError, zipfile.BadZipFile, KeyError) as e:
+    except (CheckError, OSError, subprocess.CalledProcessError) as e:
         print("check_wheels: FAILED: {}".format(e), file=sys.stderr)
         return 1
     return 0
