@@ -35,8 +35,9 @@ in ``qwen_companion/_lib/`` (the bridge with its execute bit), and
 Each native file is checked before it is packed: the executable format and
 CPU of its triple (ELF x86_64/aarch64, PE AMD64 DLL/EXE, Mach-O
 x86_64/arm64), no GLIBC symbol version above the manylinux tag's, a
-macOS deployment target no newer than the tag's. A wrong or missing file
-fails the build with a message naming it.
+macOS deployment target no newer than the tag's, on Windows and macOS no
+DLL/dylib outside the system's. A wrong or missing file fails the build with
+a message naming it.
 
 The output is byte-for-byte reproducible: sorted entries, fixed modes, one
 timestamp (``$SOURCE_DATE_EPOCH``, else 1980-01-01). Standard library only
@@ -134,6 +135,52 @@ def check_elf(data, target, what, glibc):
                              what, too_new[-1][0], too_new[-1][1], glibc[0], glibc[1], glibc[0], glibc[1]))
 
 
+#: DLLs every Windows 10 has; anything else (libgcc_s_seh-1.dll,
+#: libwinpthread-1.dll, vcruntime140.dll...) would be missing on a user's machine.
+WINDOWS_SYSTEM_DLLS = {
+    "advapi32.dll", "bcrypt.dll", "bcryptprimitives.dll", "crypt32.dll", "dbghelp.dll", "iphlpapi.dll",
+    "kernel32.dll", "msvcrt.dll", "ncrypt.dll", "ntdll.dll", "ole32.dll", "oleaut32.dll", "psapi.dll",
+    "rpcrt4.dll", "secur32.dll", "shell32.dll", "shlwapi.dll", "synchronization.dll", "ucrtbase.dll",
+    "user32.dll", "userenv.dll", "winmm.dll", "ws2_32.dll",
+}
+
+
+def _cstring(data, off):
+    end = data.index(b"\0", off)
+    return data[off:end].decode("ascii", "replace")
+
+
+def pe_imports(data, off):
+    """The DLL names a PE32+ file imports (its import directory)."""
+    nsections, = struct.unpack_from("<H", data, off + 6)
+    opt_size, = struct.unpack_from("<H", data, off + 20)
+    opt = off + 24
+    if struct.unpack_from("<H", data, opt)[0] != 0x20B:
+        raise ValueError("not PE32+")
+    import_rva, _size = struct.unpack_from("<II", data, opt + 112 + 8)
+    sections = []
+    for i in range(nsections):
+        vsize, vaddr, rawsize, rawptr = struct.unpack_from("<IIII", data, opt + opt_size + 40 * i + 8)
+        sections.append((vaddr, max(vsize, rawsize), rawptr))
+
+    def at(rva):
+        for vaddr, size, rawptr in sections:
+            if vaddr <= rva < vaddr + size:
+                return rva - vaddr + rawptr
+        raise ValueError("RVA {:#x} outside the sections".format(rva))
+
+    names = []
+    if import_rva == 0:
+        return names
+    desc = at(import_rva)
+    while True:
+        fields = struct.unpack_from("<IIIII", data, desc)
+        if fields == (0, 0, 0, 0, 0):
+            return names
+        names.append(_cstring(data, at(fields[3])))
+        desc += 20
+
+
 def check_pe(data, target, what, is_dll):
     if data[:2] != b"MZ" or len(data) < 0x40:
         raise BuildError("{}: not a PE file (no MZ header)".format(what))
@@ -146,6 +193,14 @@ def check_pe(data, target, what, is_dll):
         raise BuildError("{}: PE machine {:#x} is not {}".format(what, machine, target.cpu))
     if bool(characteristics & 0x2000) != is_dll:
         raise BuildError("{}: is {}a DLL".format(what, "not " if is_dll else ""))
+    try:
+        imports = pe_imports(data, off)
+    except (ValueError, struct.error) as e:
+        raise BuildError("{}: unreadable import table ({})".format(what, e))
+    foreign = sorted(set(n for n in imports if n.lower() not in WINDOWS_SYSTEM_DLLS
+                         and not n.lower().startswith(("api-ms-win-", "ext-ms-win-"))))
+    if foreign:
+        raise BuildError("{}: needs {}, not part of Windows (link it statically)".format(what, ", ".join(foreign)))
 
 
 def macho_min_os(data, ncmds):
@@ -164,6 +219,19 @@ def macho_min_os(data, ncmds):
     return None
 
 
+def macho_dylibs(data, ncmds):
+    """The install names of the dylibs a thin 64-bit Mach-O loads."""
+    names = []
+    off = 32
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, off)
+        if cmd in (0xC, 0x80000018, 0x8000001F):  # LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB
+            name_off, = struct.unpack_from("<I", data, off + 8)
+            names.append(_cstring(data, off + name_off))
+        off += size
+    return names
+
+
 def check_macho(data, target, what):
     if data[:4] != b"\xcf\xfa\xed\xfe":
         raise BuildError("{}: not a thin 64-bit Mach-O file".format(what))
@@ -174,7 +242,11 @@ def check_macho(data, target, what):
     if minos is None:
         raise BuildError("{}: no macOS deployment target (LC_BUILD_VERSION)".format(what))
     if minos > target.min_macos:
-        raise BuildError("{}: built for macOS {}.{}, newer than the tag {}".format(what, minos[0], minos[1], target.tag))
+        raise BuildError("{}: built for macOS {}.{}, newer than the tag {} (set MACOSX_DEPLOYMENT_TARGET={}.{})".format(
+            what, minos[0], minos[1], target.tag, target.min_macos[0], target.min_macos[1]))
+    foreign = [n for n in macho_dylibs(data, ncmds) if not n.startswith(("/usr/lib/", "/System/Library/"))]
+    if foreign:
+        raise BuildError("{}: loads {}, not part of macOS (link it statically)".format(what, ", ".join(foreign)))
 
 
 def check_native(data, target, what, is_library, glibc):
