@@ -52,10 +52,14 @@ else:
 """
 
 
-def _probe(site, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=str(tmp_path),
+def _run(site, tmp_path, *args):
+    return subprocess.run([sys.executable] + list(args), cwd=str(tmp_path),
                           env=_clean_env(tmp_path, PYTHONPATH=str(site)),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+def _probe(site, tmp_path):
+    proc = _run(site, tmp_path, "-c", PROBE)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -115,6 +119,13 @@ def test_a_wheel_layout_loads_its_own_library_first(lib_path, tmp_path):
         f.write(b"not a library")
     lines = _probe(site, tmp_path).splitlines()
     assert lines == [os.path.join(pkg, "_lib", LIBRARY), os.path.join(pkg, "_lib", BRIDGE)]
+    shown = _run(site, tmp_path, "-m", "qwen_companion")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "qwen_companion {} (Python binding, ABI 1)".format(qwen_companion.__version__),
+        "library: {} (version {})".format(os.path.join(pkg, "_lib", LIBRARY), qwen_companion.__version__),
+        "bridge: {}".format(os.path.join(pkg, "_lib", BRIDGE)),
+    ]
 
 
 def test_a_package_without_library_says_what_to_do(tmp_path):
@@ -128,6 +139,19 @@ def test_a_package_without_library_says_what_to_do(tmp_path):
     assert "cargo build --release" in out and "QWEN_COMPANION_LIB" in out
     assert os.path.join(pkg, "_lib", LIBRARY) + " (bundled with the package): not found" in out
     assert "repository build" not in out
+    shown = _run(site, tmp_path, "-m", "qwen_companion")
+    assert shown.returncode == 1
+    assert shown.stderr.startswith("library: not found: cannot find the qwen-companion library"), shown.stderr
+
+
+def test_a_library_without_bridge_is_shown(lib_path, tmp_path):
+    site = tmp_path / "site"
+    pkg = _copy_package(site, lib_path)
+    os.remove(os.path.join(pkg, "_lib", BRIDGE))
+    shown = _run(site, tmp_path, "-m", "qwen_companion")
+    assert shown.returncode == 1
+    assert shown.stderr == "bridge: not found: {} not found at {} (next to {})\n".format(
+        BRIDGE, os.path.join(pkg, "_lib", BRIDGE), os.path.join(pkg, "_lib", LIBRARY))
 
 
 def test_bundled_dir_is_the_package_lib_folder():
