@@ -41,8 +41,8 @@ a message naming it.
 
 The output is byte-for-byte reproducible: sorted entries, fixed modes, one
 timestamp (``$SOURCE_DATE_EPOCH``, else 1980-01-01). Standard library only
-(Python 3.8+). Wheels of the same version already in ``--out`` are replaced;
-other files there are left alone.
+(Python 3.8+). Wheels of this package already in ``--out`` are replaced or,
+when this build makes no such wheel, removed; other files are left alone.
 """
 
 import argparse
@@ -416,6 +416,11 @@ def build(native_dir, version, out_dir, log=print):
         path = write_one(t, n, version, py_files, out_dir, glibc)
         log("wheel: {} ({})".format(os.path.basename(path), t.triple))
         built.append(path)
+    for name in sorted(os.listdir(out_dir)):
+        stale = os.path.join(out_dir, name)
+        if name.startswith(DIST_NAME + "-") and name.endswith(".whl") and stale not in built:
+            os.remove(stale)
+            log("wheel: removed {} (not part of this build)".format(name))
     skipped = [d for d in present if d in NOT_PACKED]
     if skipped:
         log("wheel: {} not packed (the per-architecture macOS wheels cover it)".format(", ".join(skipped)))

@@ -109,6 +109,15 @@ def test_one_wheel_per_triple_with_its_tag(tmp_path):
     assert modes["qwen_companion/_lib/qwen_companion.dll"] == 0o100644
 
 
+def test_stale_wheels_are_removed_other_files_kept(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "qwen_companion-0.0.1-py3-none-manylinux_2_35_x86_64.whl").write_bytes(b"old")
+    (out / "notes.txt").write_text("mine")
+    built = build(make_native(tmp_path, {"aarch64-unknown-linux-gnu": GOOD["aarch64-unknown-linux-gnu"]}), out)
+    assert sorted(os.listdir(str(out))) == sorted([os.path.basename(built[0]), "notes.txt"])
+
+
 def test_same_input_same_bytes_and_source_date_epoch(tmp_path, monkeypatch):
     native = make_native(tmp_path)
     a, b = build(native, tmp_path / "a"), build(native, tmp_path / "b")
