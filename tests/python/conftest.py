@@ -13,7 +13,13 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 BINDING_DIR = os.path.join(REPO, "bindings", "python")
 SUBLIME_PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
 
-for _p in (BINDING_DIR, HERE):
+# Installed-package mode (tests/python/run_wheel.sh): QC_TEST_INSTALLED=1
+# tests the qwen_companion that a platform wheel installed into this
+# interpreter's site-packages, with the library bundled in it; the checkout's
+# bindings/python stays off sys.path.
+INSTALLED = os.environ.get("QC_TEST_INSTALLED") == "1"
+
+for _p in ((HERE,) if INSTALLED else (BINDING_DIR, HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
@@ -22,6 +28,26 @@ for _p in (BINDING_DIR, HERE):
 os.environ["QWEN_HOME"] = tempfile.mkdtemp(prefix="qc-pytest-qwen-home-")
 
 import qwen_companion  # noqa: E402
+
+#: The directory of the qwen_companion package under test.
+PACKAGE_DIR = os.path.dirname(os.path.abspath(qwen_companion.__file__))
+
+
+def _check_installed():
+    import sysconfig
+
+    site = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+    where = os.path.realpath(os.path.dirname(PACKAGE_DIR))
+    if where not in site:
+        raise RuntimeError("QC_TEST_INSTALLED=1, but qwen_companion comes from {}, not from this "
+                           "interpreter's site-packages {}".format(PACKAGE_DIR, sorted(site)))
+    for var in ("QWEN_COMPANION_LIB", "QWEN_COMPANION_BRIDGE"):
+        if os.environ.get(var):
+            raise RuntimeError("QC_TEST_INSTALLED=1 tests the bundled library: unset {}".format(var))
+
+
+if INSTALLED:
+    _check_installed()
 
 
 def wait_for(predicate, timeout=10.0, interval=0.01):
@@ -38,6 +64,8 @@ def wait_for(predicate, timeout=10.0, interval=0.01):
 
 
 def _default_lib_path():
+    if INSTALLED:
+        return os.path.join(PACKAGE_DIR, "_lib", qwen_companion._native.platform_library_name())
     env = os.environ.get("QWEN_COMPANION_LIB")
     if env:
         return env
@@ -50,6 +78,8 @@ LIB_PATH = _default_lib_path()
 @pytest.fixture(scope="session")
 def lib_path():
     if not os.path.exists(LIB_PATH):
+        if INSTALLED:
+            pytest.fail("the installed wheel has no library: {}".format(LIB_PATH))
         pytest.fail("library not built: {} (run cargo build --release)".format(LIB_PATH))
     return LIB_PATH
 
