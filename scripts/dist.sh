@@ -17,7 +17,7 @@
 #
 # Triples: x86_64-unknown-linux-gnu and aarch64-unknown-linux-gnu (linked by
 # zig against glibc 2.28), x86_64-pc-windows-gnu (Debian's mingw-w64),
-# aarch64-apple-darwin (macOS 11) and x86_64-apple-darwin (macOS 10.12) (zig,
+# aarch64-apple-darwin and x86_64-apple-darwin (macOS 11) (zig,
 # no Apple SDK needed), and universal-apple-darwin (llvm-lipo of the two).
 # Tools: the pinned PyPI packages of scripts/dist/tools.txt (zig,
 # cargo-zigbuild) in a venv under target/, Debian's llvm and mingw-w64, the

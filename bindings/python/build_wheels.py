@@ -14,17 +14,16 @@ x86_64-unknown-linux-gnu    manylinux_2_28_x86_64 (1)
 aarch64-unknown-linux-gnu   manylinux_2_28_aarch64 (1)
 x86_64-pc-windows-gnu       win_amd64
 aarch64-apple-darwin        macosx_11_0_arm64
-x86_64-apple-darwin         macosx_10_12_x86_64
+x86_64-apple-darwin         macosx_11_0_x86_64
 ==========================  ==============================
 
 (1) ``$QC_MANYLINUX_GLIBC`` (e.g. ``2.35``) changes the promised glibc; a
 library or bridge needing a newer ``GLIBC_`` symbol version fails the build.
 
 ``universal-apple-darwin`` (the lipo of the two macOS builds) is not packed:
-one wheel per macOS architecture keeps each tag equal to its build's
-deployment target (an Intel Mac on macOS 10.12-10.15 installs the x86_64
-wheel; a universal2 wheel would need 11.0), and pip picks the right one on
-each Mac, an x86_64 Python under Rosetta included. A directory of another
+one wheel per macOS architecture halves each download, and pip picks the
+right one on each Mac, an x86_64 Python under Rosetta included. Both are
+built for macOS 11, the oldest that runs the Node.js Qwen Code needs. A directory of another
 name under ``--native`` is an error (a typo must not drop a platform).
 
 The binding is pure ``ctypes`` (no CPython ABI), hence ``py3-none``. The
@@ -95,8 +94,8 @@ TARGETS = [
            "pe", "x86_64", "Microsoft :: Windows"),
     Target("aarch64-apple-darwin", "macosx_11_0_arm64", "libqwen_companion.dylib", "qc-mcp-bridge",
            "macho", "arm64", "MacOS", (11, 0)),
-    Target("x86_64-apple-darwin", "macosx_10_12_x86_64", "libqwen_companion.dylib", "qc-mcp-bridge",
-           "macho", "x86_64", "MacOS", (10, 12)),
+    Target("x86_64-apple-darwin", "macosx_11_0_x86_64", "libqwen_companion.dylib", "qc-mcp-bridge",
+           "macho", "x86_64", "MacOS", (11, 0)),
 ]
 BY_TRIPLE = dict((t.triple, t) for t in TARGETS)
 #: Triples dist.sh produces that have no wheel of their own (see the module docstring).

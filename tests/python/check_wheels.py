@@ -48,7 +48,7 @@ def expected_targets():
         "x86_64-pc-windows-gnu": ("win_amd64", "qwen_companion.dll", "qc-mcp-bridge.exe", "pe", 0x8664),
         "aarch64-apple-darwin": ("macosx_11_0_arm64", "libqwen_companion.dylib", "qc-mcp-bridge", "macho",
                                  0x0100000C),
-        "x86_64-apple-darwin": ("macosx_10_12_x86_64", "libqwen_companion.dylib", "qc-mcp-bridge", "macho",
+        "x86_64-apple-darwin": ("macosx_11_0_x86_64", "libqwen_companion.dylib", "qc-mcp-bridge", "macho",
                                 0x01000007),
     }
 

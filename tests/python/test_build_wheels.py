@@ -67,13 +67,13 @@ GOOD = {
                               "qc-mcp-bridge.exe": pe(False, ["ws2_32.dll"])},
     "aarch64-apple-darwin": {"libqwen_companion.dylib": macho(0x0100000C, 6, (11, 0)),
                              "qc-mcp-bridge": macho(0x0100000C, 2, (11, 0))},
-    "x86_64-apple-darwin": {"libqwen_companion.dylib": macho(0x01000007, 6, (10, 12)),
-                            "qc-mcp-bridge": macho(0x01000007, 2, (10, 12))},
+    "x86_64-apple-darwin": {"libqwen_companion.dylib": macho(0x01000007, 6, (11, 0)),
+                            "qc-mcp-bridge": macho(0x01000007, 2, (11, 0))},
     "universal-apple-darwin": {"libqwen_companion.dylib": b"\xca\xfe\xba\xbe", "qc-mcp-bridge": b"\xca\xfe\xba\xbe"},
 }
 
 TAGS = {
-    "manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_11_0_arm64", "macosx_10_12_x86_64",
+    "manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_11_0_arm64", "macosx_11_0_x86_64",
 }
 
 
@@ -154,7 +154,7 @@ def test_manylinux_glibc_is_enforced_and_can_be_changed(tmp_path, monkeypatch):
     ("aarch64-apple-darwin", "libqwen_companion.dylib", macho(0x01000007, 6, (11, 0)), "Mach-O CPU 0x1000007 is not arm64"),
     ("aarch64-apple-darwin", "libqwen_companion.dylib", macho(0x0100000C, 6, (15, 0)),
      "built for macOS 15.0, newer than the tag macosx_11_0_arm64"),
-    ("x86_64-apple-darwin", "qc-mcp-bridge", macho(0x01000007, 2, (10, 12), ["/opt/homebrew/lib/libz.1.dylib"]),
+    ("x86_64-apple-darwin", "qc-mcp-bridge", macho(0x01000007, 2, (11, 0), ["/opt/homebrew/lib/libz.1.dylib"]),
      "loads /opt/homebrew/lib/libz.1.dylib, not part of macOS"),
     ("x86_64-apple-darwin", "libqwen_companion.dylib", b"\xca\xfe\xba\xbe" + bytes(60), "not a thin 64-bit Mach-O"),
     ("x86_64-apple-darwin", "qc-mcp-bridge", None, "qc-mcp-bridge: missing .the bridge of x86_64-apple-darwin"),
