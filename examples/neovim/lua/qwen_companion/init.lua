@@ -1048,18 +1048,13 @@ end
 
 --- Sets options (see qwen_companion.config and :help qwen_companion-setup).
 --- A wrong type or an unknown key raises an error naming it, and changes
---- nothing. Also defines the :Qwen* commands (for installs where plugin/ is
---- not sourced, e.g. lazy.nvim with an rtp step).
+--- nothing. Also does what plugin/qwen_companion.lua does (every :Qwen*
+--- command, autostart: on VimEnter, or now when Neovim has entered
+--- already), for managers that do not source plugin/ (lazy.nvim).
 function M.setup(opts)
   config.validate(opts)
   M.config = config.merge(M.config, opts)
-  require('qwen_companion.commands').define()
-  if M.config.autostart and vim.v.vim_did_enter == 1 and not S then
-    local ok, err = M.start()
-    if not ok then
-      notify(err, vim.log.levels.ERROR)
-    end
-  end
+  require('qwen_companion.boot').load()
 end
 
 return M
