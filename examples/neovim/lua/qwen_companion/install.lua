@@ -147,7 +147,7 @@ local function setting_download_url(opts)
 end
 
 ---------------------------------------------------------------------------
--- running programs
+-- running programs (download_base, below, asks git)
 ---------------------------------------------------------------------------
 
 local function lazy_task()
@@ -419,6 +419,18 @@ end
 -- the two ways
 ---------------------------------------------------------------------------
 
+--- Where the release files of `version` are: the download_url setting,
+--- else the GitHub release of the git origin of `repo`. Returns the base
+--- URL (or folder), or nil and a message.
+function M.download_base(opts, repo, version)
+  local base = setting_download_url(opts)
+  if base then
+    return base
+  end
+  local code, out = M.exec({ 'git', '-C', repo, 'config', '--get', 'remote.origin.url' }, { timeout = 10000 })
+  return M.release_url(code == 0 and out or '', version)
+end
+
 --- Downloads, checks and installs the release archive of this platform.
 function M.prebuilt(opts)
   local plugin_root = opts.plugin_root or M.plugin_root()
@@ -438,15 +450,9 @@ function M.prebuilt(opts)
   if not triple then
     return nil, terr
   end
-  local base = setting_download_url(opts)
+  local base, berr = M.download_base(opts, repo or plugin_root, version)
   if not base then
-    local code, out = M.exec({ 'git', '-C', repo or plugin_root, 'config', '--get', 'remote.origin.url' }, { timeout = 10000 })
-    local origin = code == 0 and out or ''
-    local err
-    base, err = M.release_url(origin, version)
-    if not base then
-      return nil, err
-    end
+    return nil, berr
   end
   local file = M.archive_name(version, triple)
   local stage, serr = new_stage(plugin_root)
