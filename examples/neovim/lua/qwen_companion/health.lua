@@ -130,14 +130,7 @@ function M.version_output(argv, timeout_ms)
   if vim.fn.executable(argv[1]) ~= 1 then
     return nil, 'not found'
   end
-  local out = {}
-  local function collect(_, data)
-    for _, l in ipairs(data or {}) do
-      if l ~= '' then
-        out[#out + 1] = l
-      end
-    end
-  end
+  local out, collect = require('qwen_companion.install').line_collector()
   local ok, job = pcall(vim.fn.jobstart, argv, { on_stdout = collect, on_stderr = collect })
   if not ok or job <= 0 then
     return nil, 'cannot run ' .. argv[1]
@@ -147,6 +140,7 @@ function M.version_output(argv, timeout_ms)
     pcall(vim.fn.jobstop, job)
     return nil, table.concat(argv, ' ') .. ' did not answer within ' .. math.floor((timeout_ms or 15000) / 1000) .. ' s'
   end
+  collect()
   local text = vim.trim(table.concat(out, '\n'))
   if code ~= 0 then
     return nil, string.format('%s exited with %d: %s', table.concat(argv, ' '), code, text)

@@ -170,6 +170,35 @@ local function progress(opts, msg)
   end
 end
 
+--- A table of output lines and the on_stdout/on_stderr callback that fills
+--- it: a chunk's first item continues the previous chunk's last (partial)
+--- line of the same stream; `collect()` flushes the partial lines.
+function M.line_collector()
+  local lines, partial = {}, {}
+  local function flush(stream)
+    if partial[stream] and partial[stream] ~= '' then
+      lines[#lines + 1] = partial[stream]
+    end
+    partial[stream] = nil
+  end
+  return lines, function(_, data, stream)
+    if data == nil then
+      flush('stdout')
+      flush('stderr')
+      return
+    end
+    stream = stream or 'stdout'
+    for i, l in ipairs(data) do
+      if i == 1 then
+        partial[stream] = (partial[stream] or '') .. l
+      else
+        flush(stream)
+        partial[stream] = l
+      end
+    end
+  end
+end
+
 --- Runs `argv` and waits for it. Returns the exit code (nil when it could
 --- not start or timed out), its output (stdout then stderr) and a message.
 function M.exec(argv, opts)
@@ -177,14 +206,8 @@ function M.exec(argv, opts)
   if vim.fn.executable(argv[1]) ~= 1 then
     return nil, '', argv[1] .. ' not found in PATH'
   end
-  local out, code, waker = {}, nil, nil
-  local function collect(_, data)
-    for _, l in ipairs(data or {}) do
-      if l ~= '' then
-        out[#out + 1] = l
-      end
-    end
-  end
+  local code, waker = nil, nil
+  local out, collect = M.line_collector()
   local ok, job = pcall(vim.fn.jobstart, argv, {
     cwd = opts.cwd,
     env = opts.env,
@@ -192,6 +215,7 @@ function M.exec(argv, opts)
     on_stderr = collect,
     on_exit = function(_, c)
       code = c
+      collect() -- the last partial lines
       if waker then
         waker()
       end
