@@ -639,6 +639,8 @@ if [ -n "$URL" ]; then
     }
     lazy_nvim build --headless -u NONE -i NONE -n --noplugin -c "luafile $HERE/test_lazy.lua"
     lazy_nvim start --headless -u "$HERE/test_lazy.lua" -i NONE -n --noplugin
+    # the same clone as a package on the runtimepath: plugin/ sourced and setup() called
+    lazy_nvim packpath --headless -u "$HERE/test_lazy.lua" -i NONE -n
     check ":helptags wrote the tags (:QwenRun, qwen_companion-statusline)" \
         grep -qP '^:QwenRun\tqwen_companion.txt' "$LAZY/examples/neovim/doc/tags"
     check "the participant left on exit (no session record in QWEN_HOME)" \

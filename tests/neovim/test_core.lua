@@ -109,8 +109,8 @@ step('load', function()
     check('$QWEN_COMPANION_LIB names the library', origin == '$QWEN_COMPANION_LIB', { path, origin })
   else
     check('without lib / $QWEN_COMPANION_LIB the library is found next to the plugin (the crate\'s target/release)',
-      origin == 'next to the plugin' and path == vim.fn.fnamemodify(capi.plugin_root() .. '/../../target/release/'
-        .. capi.library_file_name(), ':p'), { path, origin })
+      origin == 'next to the plugin' and vim.fn.resolve(path) == vim.fn.resolve(vim.fn.fnamemodify(capi.plugin_root()
+        .. '/../../target/release/' .. capi.library_file_name(), ':p')), { path, origin })
   end
 
   -- :checkhealth with IDE mode on, in a settings file with comments

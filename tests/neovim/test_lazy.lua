@@ -158,6 +158,7 @@ local function start_phase()
     end
   end)
   check('config (require(main).setup(opts)) runs before VimEnter', cok and vim.v.vim_did_enter == 0, cerr)
+  check('... and arms autostart for VimEnter (nothing started yet)', package.loaded['qwen_companion'] and require('qwen_companion').status() == nil)
   for _, path in ipairs(rtp) do -- plugin/ of the saved rtp (e.g. $VIMRUNTIME's)
     if not path:find('after/?$') then
       source_runtime(path .. '/plugin')
@@ -225,7 +226,51 @@ local function start_phase()
   })
 end
 
-local ok, err = pcall(PHASE == 'build' and build_phase or start_phase)
+-- QCNV_LAZY_PHASE=packpath (nvim --headless -u test_lazy.lua, plugins
+-- loaded): the plugin folder on the runtimepath and setup{ autostart } in
+-- the init file, then Neovim sources plugin/qwen_companion.lua too. Both
+-- define everything: the companion and the participant start once.
+local function packpath_phase()
+  local dir = LAZY .. '/examples/neovim'
+  vim.opt.rtp:prepend(dir)
+  local part = require('qwen_companion.participant')
+  local starts, real_start = 0, part.start
+  part.start = function(...)
+    starts = starts + 1
+    return real_start(...)
+  end
+  local qc = require('qwen_companion')
+  local companions = 0
+  qc.on_start(function()
+    companions = companions + 1
+  end)
+  qc.setup({ autostart = true })
+  vim.api.nvim_create_autocmd('VimEnter', {
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        local ok, err = pcall(function()
+          check('plugin/qwen_companion.lua was sourced after setup()', vim.g.loaded_qwen_companion == 1)
+          local missing = vim.tbl_filter(function(c)
+            return vim.fn.exists(':' .. c) ~= 2
+          end, ALL)
+          check('every command exists', #missing == 0, missing)
+          check('the companion started once', qc.status() ~= nil and companions == 1, companions)
+          check('the participant started once (its hook added once)', starts == 1, starts)
+          qc.stop({ silent = true })
+          check('... and stopped', qc.status() == nil and part.status() == nil)
+        end)
+        if not ok then
+          check('the VimEnter checks ran', false, err)
+        end
+        finish()
+      end)
+    end,
+  })
+end
+
+local phases = { build = build_phase, start = start_phase, packpath = packpath_phase }
+local ok, err = pcall(assert(phases[PHASE], 'unknown QCNV_LAZY_PHASE'))
 if not ok then
   check('test_lazy.lua (' .. PHASE .. ') ran', false, err)
   finish()
