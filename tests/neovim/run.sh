@@ -28,14 +28,20 @@
 # Qwen Code runs it (tests/neovim/bridge_client.py: tools/list, a tools/call
 # whose show_notification Neovim answers), on_start/on_stop, :QwenRun's env,
 # the status line (CLIs connected with mcp_client.py, a pending diff, the
-# last error). After it, tests/neovim/test_lazy.lua: the lazy.nvim layout,
-# :helptags and every vimdoc link; then the Lua examples of the Markdown.
-# It takes 30 to 45 s.
+# last error). tests/neovim/test_health.lua: :checkhealth's qwen/node
+# versions with fake programs. After the others: tests/neovim/test_install.lua
+# (the installer against a loopback HTTP server serving $QC_DIST_DIR, default
+# target/dist, as made by scripts/dist.sh: required, a missing archive is a
+# failure) and tests/neovim/test_lazy.lua (the README's lazy.nvim spec run as
+# lazy.nvim runs it: build, then startup with --noplugin; then as a package
+# with setup() too), :helptags and every vimdoc link; then the Lua examples
+# of the Markdown. It takes 40 to 60 s.
 # The last line is `neovim: N passed, M failed`; exit status 1 on a failure.
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
 #      QC_KEEP_TMP=1 keeps the temporary directory, NVIM (nvim),
-#      QC_NEOVIM_LIB (the library to test; default target/release/libqwen_companion.so).
+#      QC_NEOVIM_LIB (the library to test; default target/release/libqwen_companion.so),
+#      QC_DIST_DIR (the release files; default target/dist).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
