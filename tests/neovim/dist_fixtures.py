@@ -12,13 +12,16 @@ Prints the version. Fails (exit 1) with a message when DIST lacks the archive.
 import hashlib, io, os, shutil, sys, tarfile
 
 dist, triple, www = sys.argv[1:4]
+HINT = "run bash scripts/dist.sh first (or set QC_DIST_DIR)"
+if not os.path.isfile(os.path.join(dist, "VERSION")):
+    sys.exit("no VERSION in %s: %s" % (dist, HINT))
 version = open(os.path.join(dist, "VERSION"), encoding="utf-8").read().strip()
 ext = ".zip" if "windows" in triple else ".tar.gz"
 name = "qwen-companion-%s-%s%s" % (version, triple, ext)
 archive = os.path.join(dist, name)
 sums = os.path.join(dist, "SHA256SUMS")
 if not os.path.isfile(archive) or not os.path.isfile(sums):
-    sys.exit("no %s or SHA256SUMS in %s: run bash scripts/dist.sh first (or set QC_DIST_DIR)" % (name, dist))
+    sys.exit("no %s or SHA256SUMS in %s: %s" % (name, dist, HINT))
 os.makedirs(www, exist_ok=True)
 os.symlink(os.path.abspath(dist), os.path.join(www, "real"))
 lines = open(sums, encoding="utf-8").read().splitlines()
