@@ -134,6 +134,37 @@ local ok, err = pcall(function()
   check('source build without cargo: a message naming rustup and the prebuilt install', has(serr, 'cargo not found in PATH: install Rust (https://rustup.rs)'), serr)
   untouched('no curl / no cargo')
 
+  -- the source build, with a stand-in cargo (the real build is the crate's
+  -- own test; here: the command, its folder, and what happens after it)
+  vim.g.qwen_companion_build = 'source'
+  check('vim.g.qwen_companion_build = \'source\' asks for the source build', inst.method({}) == 'source')
+  vim.g.qwen_companion_build = nil
+  local fake = T .. '/fakecargo'
+  vim.fn.mkdir(fake, 'p')
+  vim.fn.writefile({ '#!/bin/sh', 'pwd > "$0.cwd"', 'echo "$@" > "$0.args"', 'echo "   Compiling qwen-companion"',
+    'if [ -n "$FAKE_CARGO_FAIL" ]; then echo "error[E0432]: unresolved import" >&2; exit 101; fi' }, fake .. '/cargo')
+  vim.loop.fs_chmod(fake .. '/cargo', tonumber('755', 8))
+  vim.fn.mkdir(CLONE .. '/target/release', 'p')
+  for _, name in ipairs({ libname, bridge }) do
+    vim.loop.fs_copyfile(native .. name, CLONE .. '/target/release/' .. name)
+  end
+  vim.env.PATH = fake .. ':' .. path_env
+  vim.env.FAKE_CARGO_FAIL = '1'
+  d, derr = inst.run({ method = 'source' })
+  vim.env.FAKE_CARGO_FAIL = nil
+  check('a failing cargo build: its error shown, nothing installed', d == nil and has(derr, 'cargo build failed:')
+    and has(derr, 'error[E0432]: unresolved import'), derr)
+  untouched('failed source build')
+  d, derr = inst.run({ method = 'source' })
+  vim.env.PATH = path_env
+  check('source build: cargo build --release --lib --bin qc-mcp-bridge in the clone',
+    vim.fn.readfile(fake .. '/cargo.args')[1] == 'build --release --lib --bin qc-mcp-bridge'
+    and vim.fn.resolve(vim.fn.readfile(fake .. '/cargo.cwd')[1]) == vim.fn.resolve(CLONE), vim.fn.readfile(fake .. '/cargo.cwd'))
+  check('... then target/release\'s library and bridge installed in lib/ (version checked)', d == LIB and derr == VERSION
+    and sha.file(LIB .. '/' .. libname) == sha.file(native .. libname), { d, derr })
+  vim.fn.delete(CLONE .. '/target', 'rf')
+  inode = vim.loop.fs_stat(LIB .. '/' .. libname).ino
+
   -- a local folder and file:// as download_url, through :QwenInstall's async path
   d, derr = inst.run({ download_url = DIST })
   check('download_url = a local folder', d == LIB and derr == VERSION, { d, derr })
