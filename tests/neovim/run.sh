@@ -645,6 +645,8 @@ if [ -n "$URL" ]; then
     }
     lazy_nvim build --headless -u NONE -i NONE -n --noplugin -c "luafile $HERE/test_lazy.lua"
     lazy_nvim start --headless -u "$HERE/test_lazy.lua" -i NONE -n --noplugin
+    # the spec loaded after VimEnter (event = 'VeryLazy'): setup() starts at once
+    lazy_nvim late --headless -u "$HERE/test_lazy.lua" -i NONE -n --noplugin
     # the same clone as a package on the runtimepath: plugin/ sourced and setup() called
     lazy_nvim packpath --headless -u "$HERE/test_lazy.lua" -i NONE -n
     check ":helptags wrote the tags (:QwenRun, qwen_companion-statusline)" \

@@ -269,7 +269,44 @@ local function packpath_phase()
   })
 end
 
-local phases = { build = build_phase, start = start_phase, packpath = packpath_phase }
+-- QCNV_LAZY_PHASE=late (nvim --headless -u test_lazy.lua --noplugin): the
+-- spec with `event = 'VeryLazy'`: lazy.nvim runs `init` at startup and
+-- loads the plugin after VimEnter (VeryLazy is a User event lazy.nvim fires
+-- then). setup() must start the companion at once.
+local function late_phase()
+  local _, plugin = read_spec()
+  vim.go.loadplugins = false
+  if plugin.init then
+    plugin.init(plugin)
+  end
+  vim.api.nvim_create_autocmd('VimEnter', {
+    once = true,
+    callback = function()
+      vim.schedule(function() -- lazy.nvim: VeryLazy after VimEnter
+        local ok, err = pcall(function()
+          vim.opt.rtp:append(plugin.dir)
+          source_runtime(plugin.dir .. '/plugin')
+          require(plugin.main).setup(plugin.opts)
+          local qc = require('qwen_companion')
+          local s = qc.status()
+          check('loaded after VimEnter: setup() started the companion at once', s ~= nil and vim.fn.filereadable(s.lock_file) == 1, s)
+          local missing = vim.tbl_filter(function(c)
+            return vim.fn.exists(':' .. c) ~= 2
+          end, ALL)
+          check('... and defined every command', #missing == 0, missing)
+          check('... and the participant joined', require('qwen_companion.participant').status() ~= nil)
+          qc.stop({ silent = true })
+        end)
+        if not ok then
+          check('the VeryLazy load ran', false, err)
+        end
+        finish()
+      end)
+    end,
+  })
+end
+
+local phases = { build = build_phase, start = start_phase, packpath = packpath_phase, late = late_phase }
 local ok, err = pcall(assert(phases[PHASE], 'unknown QCNV_LAZY_PHASE'))
 if not ok then
   check('test_lazy.lua (' .. PHASE .. ') ran', false, err)
