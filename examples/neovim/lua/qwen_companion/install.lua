@@ -222,7 +222,7 @@ function M.exec(argv, opts)
     end,
   })
   if not ok or job <= 0 then
-    return nil, '', 'cannot run ' .. argv[1] .. ': ' .. tostring(ok and job or job)
+    return nil, '', 'cannot run ' .. argv[1] .. ': ' .. tostring(job)
   end
   local limit = opts.timeout or 60000
   local lazy = lazy_task()
@@ -394,8 +394,10 @@ local function commit(stage, lib_dir, version, opts)
   if version and got ~= version then
     return nil, string.format('the library is version %s, this plugin is version %s: not installed', got, version)
   end
+  for _, left in ipairs(vim.fn.glob(lib_dir .. '.old-*', true, true)) do
+    rmtree(left) -- an earlier install's, once its library is no longer in use (Windows)
+  end
   local old = lib_dir .. '.old-' .. uv.os_getpid()
-  rmtree(old)
   if vim.fn.isdirectory(lib_dir) == 1 then
     local ok, err = uv.fs_rename(lib_dir, old)
     if not ok then
@@ -410,7 +412,7 @@ local function commit(stage, lib_dir, version, opts)
     end
     return nil, 'cannot move the new library to ' .. lib_dir .. ': ' .. tostring(err)
   end
-  rmtree(old) -- may fail on Windows while the old library is loaded: removed by the next install
+  rmtree(old) -- fails on Windows while the old library is loaded: the next install removes it
   return lib_dir, got
 end
 
