@@ -28,14 +28,20 @@
 # Qwen Code runs it (tests/neovim/bridge_client.py: tools/list, a tools/call
 # whose show_notification Neovim answers), on_start/on_stop, :QwenRun's env,
 # the status line (CLIs connected with mcp_client.py, a pending diff, the
-# last error). After it, tests/neovim/test_lazy.lua: the lazy.nvim layout,
-# :helptags and every vimdoc link; then the Lua examples of the Markdown.
-# It takes 30 to 45 s.
+# last error). tests/neovim/test_health.lua: :checkhealth's qwen/node
+# versions with fake programs. After the others: tests/neovim/test_install.lua
+# (the installer against a loopback HTTP server serving $QC_DIST_DIR, default
+# target/dist, as made by scripts/dist.sh: required, a missing archive is a
+# failure) and tests/neovim/test_lazy.lua (the README's lazy.nvim spec run as
+# lazy.nvim runs it: build, then startup with --noplugin; then as a package
+# with setup() too), :helptags and every vimdoc link; then the Lua examples
+# of the Markdown. It takes 40 to 60 s.
 # The last line is `neovim: N passed, M failed`; exit status 1 on a failure.
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
 #      QC_KEEP_TMP=1 keeps the temporary directory, NVIM (nvim),
-#      QC_NEOVIM_LIB (the library to test; default target/release/libqwen_companion.so).
+#      QC_NEOVIM_LIB (the library to test; default target/release/libqwen_companion.so),
+#      QC_DIST_DIR (the release files; default target/dist).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -185,6 +191,17 @@ if [ -e "$TMP/platform/nv-platform.json" ]; then
 else
     fail "test_platform.lua wrote its checks"
     tail -20 "$TMP/nvim-platform.log" | sed 's/^/       /'
+fi
+
+# --- :checkhealth's qwen/node versions (tests/neovim/test_health.lua) -------
+mkdir -p "$TMP/health"
+QCNV_TMP="$TMP/health" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+    -c "luafile $HERE/test_health.lua" >"$TMP/nvim-health.log" 2>&1 </dev/null
+if [ -e "$TMP/health/nv-health.json" ]; then
+    report_checks "$TMP/health/nv-health.json"
+else
+    fail "test_health.lua wrote its checks"
+    tail -20 "$TMP/nvim-health.log" | sed 's/^/       /'
 fi
 
 # --- workspace and Neovim --------------------------------------------------
@@ -547,31 +564,98 @@ check "extras: no session record left in QWEN_HOME" bash -c '! ls "$0"/sessions/
 check "extras: no plugin process left" bash -c '! grep -lsz "PLUGIN_DATA_DIR=$0" /proc/[0-9]*/environ' "$XT/x-plugins/data/"
 check "extras: no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$XT/nvim.log"
 
-# --- the lazy.nvim layout and the vimdoc (tests/neovim/test_lazy.lua) -------
-# A copy of the repository as lazy.nvim clones it: examples/neovim, and the
-# library + bridge the spec's build step writes to target/release.
-LAZY="$TMP/lazy/qwen-companion"
-mkdir -p "$LAZY/examples" "$LAZY/target/release" "$TMP/lazy-home" "$TMP/lazy-qwen-home"
-cp -r "$ROOT/examples/neovim" "$LAZY/examples/neovim"
-rm -f "$LAZY/examples/neovim/doc/tags"
-ln -s "$LIB" "$LAZY/target/release/libqwen_companion.so"
-ln -s "$(dirname "$LIB")/qc-mcp-bridge" "$LAZY/target/release/qc-mcp-bridge"
-env -C "$WS" -u QWEN_COMPANION_LIB HOME="$TMP/lazy-home" QWEN_HOME="$TMP/lazy-qwen-home" QCNV_LAZY="$LAZY" \
-    XDG_CONFIG_HOME="$TMP/lazy-home/.config" XDG_DATA_HOME="$TMP/lazy-home/.local/share" \
-    XDG_STATE_HOME="$TMP/lazy-home/.local/state" \
-    timeout "$T" "$NVIM" --headless -u NONE -i NONE -n -c "luafile $HERE/test_lazy.lua" >"$TMP/nvim-lazy.log" 2>&1 </dev/null
-RC=$?
-if [ -e "$TMP/nv-lazy.json" ]; then
-    report_checks "$TMP/nv-lazy.json"
+# --- the installer and the lazy.nvim spec (test_install.lua, test_lazy.lua) -
+# The release files of scripts/dist.sh ($QC_DIST_DIR, default target/dist:
+# VERSION, SHA256SUMS, qwen-companion-<version>-<triple>.tar.gz) are served
+# by a loopback HTTP server (python3 -m http.server on 127.0.0.1, port 0),
+# with altered copies made by dist_fixtures.py (tampered, no checksum, no
+# asset, another version). Without this host's archive these parts fail.
+DIST=${QC_DIST_DIR:-$ROOT/target/dist}
+case "$(uname -s)-$(uname -m)" in
+Linux-x86_64) TRIPLE=x86_64-unknown-linux-gnu ;;
+Linux-aarch64) TRIPLE=aarch64-unknown-linux-gnu ;;
+*) TRIPLE=unsupported-$(uname -s)-$(uname -m) ;;
+esac
+WWW="$TMP/www"
+URL=
+if VERSION=$("$PY" "$HERE/dist_fixtures.py" "$DIST" "$TRIPLE" "$WWW" 2>"$TMP/dist-fixtures.err"); then
+    pass "release files for $TRIPLE in $DIST (version $VERSION)"
+    "$PY" -u -m http.server --bind 127.0.0.1 0 --directory "$WWW" >"$TMP/http.log" 2>&1 </dev/null &
+    PIDS+=($!)
+    for _ in $(seq 1 $((T * 20))); do
+        PORT_HTTP=$(grep -o 'port [0-9]*' "$TMP/http.log" 2>/dev/null | head -1 | cut -d' ' -f2)
+        [ -n "$PORT_HTTP" ] && break
+        sleep 0.05
+    done
+    if [ -n "$PORT_HTTP" ]; then
+        URL="http://127.0.0.1:$PORT_HTTP"
+        pass "a loopback HTTP server serves them ($URL)"
+    else
+        fail "the loopback HTTP server started"
+        sed 's/^/       /' "$TMP/http.log" | head -20
+    fi
 else
-    fail "test_lazy.lua wrote its checks (exit $RC)"
-    tail -20 "$TMP/nvim-lazy.log" | sed 's/^/       /'
+    fail "release files for $TRIPLE in $DIST: $(cat "$TMP/dist-fixtures.err")"
 fi
-check "nvim (lazy layout) exits 0" test "$RC" -eq 0
-check ":helptags wrote the tags (:QwenRun, qwen_companion-statusline)" \
-    grep -qP '^:QwenRun\tqwen_companion.txt' "$LAZY/examples/neovim/doc/tags"
-check "no Lua error or E-message in nvim's output (lazy layout)" \
-    bash -c '! grep -E "E[0-9]+:|Error executing|stack traceback" "$0"' "$TMP/nvim-lazy.log"
+
+# a scratch clone as lazy.nvim makes it: examples/neovim, Cargo.toml, a GitHub origin
+make_clone() {
+    mkdir -p "$1/examples"
+    cp -r "$ROOT/examples/neovim" "$1/examples/neovim"
+    rm -rf "$1/examples/neovim/doc/tags" "$1/examples/neovim/lib"
+    cp "$ROOT/Cargo.toml" "$1/Cargo.toml"
+    git -C "$1" init -q && git -C "$1" remote add origin https://github.com/OWNER/qwen-companion.git
+}
+if [ -n "$URL" ]; then
+    make_clone "$TMP/inst/qwen-companion"
+    mkdir -p "$TMP/inst/home"
+    env -C "$WS" -u QWEN_COMPANION_DOWNLOAD_URL -u QWEN_COMPANION_BUILD HOME="$TMP/inst/home" QWEN_HOME="$TMP/inst/home/.qwen" \
+        QCNV_TMP="$TMP/inst" QCNV_CLONE="$TMP/inst/qwen-companion" QCNV_URL="$URL" QCNV_DIST="$DIST" \
+        QCNV_VERSION="$VERSION" QCNV_TRIPLE="$TRIPLE" \
+        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$TMP/inst/qwen-companion/examples/neovim" \
+        -c "luafile $HERE/test_install.lua" >"$TMP/nvim-install.log" 2>&1 </dev/null
+    if [ -e "$TMP/inst/nv-install.json" ]; then
+        report_checks "$TMP/inst/nv-install.json"
+    else
+        fail "test_install.lua wrote its checks"
+        tail -20 "$TMP/nvim-install.log" | sed 's/^/       /'
+    fi
+
+    LAZY="$TMP/lazy/qwen-companion"
+    make_clone "$LAZY"
+    mkdir -p "$TMP/lazy-home" "$TMP/lazy-qwen-home"
+    lazy_nvim() { # PHASE NVIM-ARGS...
+        local phase=$1
+        shift
+        env -C "$WS" -u QWEN_COMPANION_LIB -u QWEN_COMPANION_BUILD HOME="$TMP/lazy-home" QWEN_HOME="$TMP/lazy-qwen-home" \
+            XDG_CONFIG_HOME="$TMP/lazy-home/.config" XDG_DATA_HOME="$TMP/lazy-home/.local/share" \
+            XDG_STATE_HOME="$TMP/lazy-home/.local/state" QWEN_COMPANION_DOWNLOAD_URL="$URL/real" \
+            QCNV_TMP="$TMP" QCNV_LAZY="$LAZY" QCNV_README="$ROOT/examples/neovim/README.md" QCNV_LAZY_PHASE="$phase" \
+            timeout $((T * 4)) "$NVIM" "$@" >"$TMP/nvim-lazy-$phase.log" 2>&1 </dev/null
+        local rc=$?
+        if [ -e "$TMP/nv-lazy-$phase.json" ]; then
+            report_checks "$TMP/nv-lazy-$phase.json"
+        else
+            fail "test_lazy.lua ($phase) wrote its checks (exit $rc)"
+            tail -20 "$TMP/nvim-lazy-$phase.log" | sed 's/^/       /'
+        fi
+        check "nvim (lazy.nvim $phase) exits 0" test "$rc" -eq 0
+        check "no Lua error or E-message in nvim's output (lazy.nvim $phase)" \
+            bash -c '! grep -E "E[0-9]+:|Error executing|stack traceback" "$0"' "$TMP/nvim-lazy-$phase.log"
+    }
+    lazy_nvim build --headless -u NONE -i NONE -n --noplugin -c "luafile $HERE/test_lazy.lua"
+    lazy_nvim start --headless -u "$HERE/test_lazy.lua" -i NONE -n --noplugin
+    # the spec loaded after VimEnter (event = 'VeryLazy'): setup() starts at once
+    lazy_nvim late --headless -u "$HERE/test_lazy.lua" -i NONE -n --noplugin
+    # the same clone as a package on the runtimepath: plugin/ sourced and setup() called
+    lazy_nvim packpath --headless -u "$HERE/test_lazy.lua" -i NONE -n
+    check ":helptags wrote the tags (:QwenRun, qwen_companion-statusline)" \
+        grep -qP '^:QwenRun\tqwen_companion.txt' "$LAZY/examples/neovim/doc/tags"
+    check "the participant left on exit (no session record in QWEN_HOME)" \
+        bash -c '! ls "$0"/sessions/*.json 2>/dev/null | grep -q .' "$TMP/lazy-qwen-home"
+else
+    fail "the installer and lazy.nvim tests need the release files (run bash scripts/dist.sh first)"
+fi
 
 # --- the Lua examples of the Markdown files (tests/docs/examples.py) --------
 # Each runs in a fresh headless Neovim with the plugin on the runtimepath and

@@ -24,9 +24,20 @@ local function has(text, needle)
   return type(text) == 'string' and text:find(needle, 1, true) ~= nil
 end
 
--- Runs :checkhealth qwen_companion and returns its report as text.
+-- Runs :checkhealth qwen_companion and returns its report as text. `qwen`
+-- and `node` are fakes printing the tested versions (the machine's may be
+-- missing or older; tests/neovim/test_health.lua covers the other cases).
+local FAKEBIN = T .. '/core-fakebin'
+vim.fn.mkdir(FAKEBIN, 'p')
+for name, v in pairs({ qwen = '0.24.4', node = 'v22.12.0' }) do
+  vim.fn.writefile({ '#!/bin/sh', 'echo ' .. v }, FAKEBIN .. '/' .. name)
+  vim.loop.fs_chmod(FAKEBIN .. '/' .. name, tonumber('755', 8))
+end
 local function health()
+  local path = vim.env.PATH
+  vim.env.PATH = FAKEBIN .. ':' .. path
   vim.cmd('checkhealth qwen_companion')
+  vim.env.PATH = path
   local text = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), '\n')
   vim.cmd('bwipeout!')
   return text
@@ -98,8 +109,8 @@ step('load', function()
     check('$QWEN_COMPANION_LIB names the library', origin == '$QWEN_COMPANION_LIB', { path, origin })
   else
     check('without lib / $QWEN_COMPANION_LIB the library is found next to the plugin (the crate\'s target/release)',
-      origin == 'next to the plugin' and path == vim.fn.fnamemodify(capi.plugin_root() .. '/../../target/release/'
-        .. capi.library_file_name(), ':p'), { path, origin })
+      origin == 'next to the plugin' and vim.fn.resolve(path) == vim.fn.resolve(vim.fn.fnamemodify(capi.plugin_root()
+        .. '/../../target/release/' .. capi.library_file_name(), ':p')), { path, origin })
   end
 
   -- :checkhealth with IDE mode on, in a settings file with comments
@@ -115,6 +126,8 @@ step('load', function()
   check('checkhealth: the lock directory (configured, not created yet)', has(h, T .. '/core-locks (setup{ lock_dir }) does not exist yet'), h)
   check('checkhealth: IDE mode on (JSONC settings read)', has(h, 'IDE mode is on in ' .. SETTINGS .. ' (ide.enabled is true)'), h)
   check('checkhealth: not running', has(h, 'not running'), h)
+  check('checkhealth: qwen and node against the tested versions', has(h, 'qwen 0.24.4 (' .. FAKEBIN
+    .. '/qwen): the version the library was tested with') and has(h, 'node v22.12.0'), h)
   check('checkhealth: no ERROR line', not h:find('ERROR', 1, true), h)
   local saved = read(SETTINGS)
   write(SETTINGS, '{ "ide": { "enabled": false } }')
@@ -255,7 +268,8 @@ end, go('notified')) -- run.sh calls the plugin tool through the bridge meanwhil
 
 step('notification', function()
   local shown = vim.tbl_filter(function(n)
-    return has(n.msg, '[test.nvim-notify] From Qwen\nthrough the bridge')
+    -- shown by the plugin UI (qwen_companion.extras attaches it to the host)
+    return has(n.msg, '[test.nvim-notify] From Qwen: through the bridge')
   end, notes)
   check('show_notification from the plugin (during an MCP call) became one vim.notify', #shown == 1, notes)
   check('... at INFO level', shown[1] and shown[1].level == vim.log.levels.INFO, shown)

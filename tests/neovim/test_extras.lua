@@ -19,7 +19,7 @@ local WS = assert(os.getenv('QCNV_WS'))
 local TIMEOUT = (tonumber(os.getenv('QCNV_TIMEOUT')) or 30) * 1000
 
 vim.cmd('filetype on')
-vim.cmd('runtime plugin/qwen_companion_extras.lua')
+vim.cmd('runtime plugin/qwen_companion.lua')
 
 local checks = {}
 local function check(name, ok, detail)

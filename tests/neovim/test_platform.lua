@@ -31,6 +31,7 @@ local ok, err = pcall(function()
   local nolib, lerr = capi.load('qwen_companion_not_here')
   check('a library loaded by name that is missing: the error names the file and where it was looked for', nolib == nil
     and lerr:find('looked for ' .. p.library_file_name() .. ' next to the plugin: ', 1, true)
+    and lerr:find('install it with :QwenInstall', 1, true)
     and lerr:find(capi.bundled_library_candidates()[1], 1, true) and lerr:find("dynamic linker's search path", 1, true), lerr)
 
   eq('absolute paths on Linux', { p.is_absolute('/a', 'Linux'), p.is_absolute('C:\\a', 'Linux'), p.is_absolute('a', 'Linux') },

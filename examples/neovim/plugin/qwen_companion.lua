@@ -1,5 +1,8 @@
 -- Qwen Code IDE companion for Neovim (LuaJIT FFI over libqwen_companion).
--- Commands only (all named :Qwen*); the module loads on first use.
+-- Defines the commands (all named :Qwen*) and the VimEnter autostart;
+-- setup() does the same (lua/qwen_companion/boot.lua), so a plugin manager
+-- that does not source this file (lazy.nvim) gets all of it from setup().
+-- The modules behind the commands load on first use.
 -- See :help qwen_companion and examples/neovim/README.md.
 
 if vim.g.loaded_qwen_companion == 1 then
@@ -7,19 +10,4 @@ if vim.g.loaded_qwen_companion == 1 then
 end
 vim.g.loaded_qwen_companion = 1
 
-require('qwen_companion.commands').define()
-
-vim.api.nvim_create_autocmd('VimEnter', {
-  group = vim.api.nvim_create_augroup('QwenCompanionAutostart', { clear = true }),
-  once = true,
-  callback = function()
-    local m = package.loaded['qwen_companion']
-    local auto = (m and m.config.autostart) or vim.g.qwen_companion_autostart == 1 or vim.g.qwen_companion_autostart == true
-    if auto and not (m and m.status()) then
-      local ok, err = require('qwen_companion').start()
-      if not ok then
-        vim.notify('qwen-companion: ' .. tostring(err), vim.log.levels.ERROR)
-      end
-    end
-  end,
-})
+require('qwen_companion.boot').load()

@@ -230,7 +230,7 @@ function M.load(path)
     local where = ''
     if not require('qwen_companion.platform').is_absolute(path) then -- a bare name: say what was looked for
       where = string.format(' (looked for %s next to the plugin: %s, then in the dynamic linker\'s search path;'
-        .. ' set setup{ lib } or $QWEN_COMPANION_LIB to its path)', M.library_file_name(),
+        .. ' install it with :QwenInstall, or set setup{ lib } or $QWEN_COMPANION_LIB to its path)', M.library_file_name(),
         table.concat(M.bundled_library_candidates(), ', '))
     end
     return nil, string.format('qwen-companion: cannot load %s: %s%s', path, tostring(lib), where)

@@ -8,6 +8,7 @@
 --   :QwenRun [args]       a :terminal split running `terminal.cmd` (qwen) with the companion's env
 --   :QwenEnv [shell]      copy the lines that set that env in a shell outside Neovim
 --   :QwenDiffAccept [path] / :QwenDiffReject [path]
+--   :QwenInstall [prebuilt|source]  install the library and the bridge into lib/ (qwen_companion.install)
 --
 -- Other modules add theirs with the same prefix (`:QwenPlugin`, `:QwenSend`, ...).
 
@@ -75,6 +76,34 @@ function M.define()
   cmd('QwenDiffReject', function(a)
     report(qc().reject(a.args))
   end, { nargs = '?', complete = 'file', desc = "Reject Qwen Code's proposed diff" })
+
+  cmd('QwenInstall', function(a)
+    local method = a.args ~= '' and a.args or nil
+    local inst = require('qwen_companion.install')
+    local m, merr = inst.method({ method = method })
+    if not report(m, merr) then
+      return
+    end
+    vim.notify('qwen-companion: installing the library (' .. m .. ')')
+    inst.run_async({
+      method = m,
+      progress = function(msg)
+        vim.notify('qwen-companion: ' .. msg)
+      end,
+    }, function(dir, v)
+      if report(dir, v) then
+        local running = package.loaded['qwen_companion'] and qc().status()
+        vim.notify(string.format('qwen-companion: installed version %s in %s%s', v, dir,
+          running and ' (the running companion keeps the library it loaded: restart Neovim to use it)' or ''))
+      end
+    end)
+  end, {
+    nargs = '?',
+    complete = function()
+      return { 'prebuilt', 'source' }
+    end,
+    desc = 'Install the prebuilt library for this platform (or build it from source) into the plugin folder',
+  })
 end
 
 return M

@@ -36,6 +36,10 @@ function M.defaults()
     -- Write the `qwen-companion-plugins` entry of ~/.qwen/settings.json
     -- (user scope) once, starting the bridge copied to ~/.qwen/companion/bin.
     register_mcp = true,
+    -- Where :QwenInstall downloads the release archives and SHA256SUMS from
+    -- (nil: vim.g.qwen_companion_download_url, $QWEN_COMPANION_DOWNLOAD_URL,
+    -- else the GitHub release of the plugin's git origin). https://, file:// or a folder.
+    download_url = nil,
     -- :QwenRun
     terminal = {
       cmd = 'qwen', -- a string (run by the shell) or a list (argv)
@@ -89,6 +93,7 @@ local TOP = {
   diffs = { optional('boolean') },
   plugins = { optional('table') },
   register_mcp = { optional('boolean') },
+  download_url = { optional('string') },
   terminal = { optional('table') },
 }
 local PLUGINS = {

@@ -4,7 +4,8 @@
 -- its version and ABI against the plugin's), the lock directory, Qwen
 -- Code's `ide.enabled` in the user's settings.json (read like Qwen Code
 -- reads it: comments allowed, trailing commas not), the plugin host and its
--- MCP registration, and the running companion.
+-- MCP registration, the running companion, and `qwen` and `node` against
+-- the versions the library was tested with (qwen_companion.requirements).
 
 local M = {}
 local platform = require('qwen_companion.platform')
@@ -123,6 +124,75 @@ function M.lock_dir()
   return platform.join(platform.join(vim.fn.expand('~'), '.qwen'), 'ide'), '~/.qwen/ide'
 end
 
+--- Runs `argv` (a --version query) with a time limit; returns its output
+--- (stdout and stderr, trimmed) or nil and a message.
+function M.version_output(argv, timeout_ms)
+  if vim.fn.executable(argv[1]) ~= 1 then
+    return nil, 'not found'
+  end
+  local out, collect = require('qwen_companion.install').line_collector()
+  local ok, job = pcall(vim.fn.jobstart, argv, { on_stdout = collect, on_stderr = collect })
+  if not ok or job <= 0 then
+    return nil, 'cannot run ' .. argv[1]
+  end
+  local code = vim.fn.jobwait({ job }, timeout_ms or 15000)[1]
+  if code == -1 then
+    pcall(vim.fn.jobstop, job)
+    return nil, table.concat(argv, ' ') .. ' did not answer within ' .. math.floor((timeout_ms or 15000) / 1000) .. ' s'
+  end
+  collect()
+  local text = vim.trim(table.concat(out, '\n'))
+  if code ~= 0 then
+    return nil, string.format('%s exited with %d: %s', table.concat(argv, ' '), code, text)
+  end
+  return text
+end
+
+--- The `Qwen Code and Node.js` section: each found in PATH (`node`: the
+--- plugins.node setting when set) and its version against requirements.
+function M.check_programs(r, node_cmd)
+  local req = require('qwen_companion.requirements')
+  local install = req.qwen_install_command()
+  r.start('Qwen Code and Node.js')
+
+  local node = node_cmd or 'node'
+  local nout, nerr = M.version_output({ node, '--version' })
+  local nv = nout and req.parse_version(nout)
+  if not nout then
+    r.error(string.format('%s: %s (Qwen Code needs Node.js %d or later; the plugin host runs plugins with it)',
+      node, nerr, req.NODE_MIN_MAJOR), { 'install Node.js ' .. req.NODE_MIN_MAJOR .. ' or later from https://nodejs.org (or your package manager)' })
+  elseif not nv then
+    r.warn(string.format('%s --version printed %q: not a version', node, nout))
+  elseif nv[1] < req.NODE_MIN_MAJOR then
+    r.error(string.format('%s is Node.js %s: Qwen Code %s needs Node.js %d or later', vim.fn.exepath(node), nout,
+      req.QWEN_CODE_TESTED, req.NODE_MIN_MAJOR), { 'install Node.js ' .. req.NODE_MIN_MAJOR .. ' or later from https://nodejs.org' })
+  else
+    r.ok(string.format('node %s (%s); Qwen Code needs %d or later', nout, vim.fn.exepath(node), req.NODE_MIN_MAJOR))
+  end
+
+  local qout, qerr = M.version_output({ 'qwen', '--version' })
+  local qv = qout and req.parse_version(qout)
+  local tested = req.parse_version(req.QWEN_CODE_TESTED)
+  if not qout then
+    r.warn('qwen (the Qwen Code CLI): ' .. qerr .. '; the companion waits for a qwen started in a terminal',
+      { 'install it: ' .. install })
+  elseif not qv then
+    r.warn(string.format('qwen --version printed %q: not a version (tested with %s)', qout, req.QWEN_CODE_TESTED))
+  else
+    local c = req.compare(qv, tested)
+    local where = vim.fn.exepath('qwen')
+    if c == 0 then
+      r.ok(string.format('qwen %s (%s): the version the library was tested with', qout, where))
+    elseif c > 0 then
+      r.ok(string.format('qwen %s (%s): newer than %s, the version the library was tested with', qout, where,
+        req.QWEN_CODE_TESTED))
+    else
+      r.warn(string.format('qwen %s (%s) is older than %s, the version the library was tested with', qout, where,
+        req.QWEN_CODE_TESTED), { 'update it: ' .. install })
+    end
+  end
+end
+
 function M.check()
   local r = reporter()
   local capi = require('qwen_companion.capi')
@@ -145,7 +215,7 @@ function M.check()
     r.info('looked for ' .. capi.library_file_name() .. ' in: ' .. table.concat(capi.bundled_library_candidates(), ', '))
   end
   if platform.is_absolute(path) and vim.fn.filereadable(path) == 0 then
-    r.error('no library at ' .. path, { 'build it: cargo build --release --lib (in the repository)' })
+    r.error('no library at ' .. path, { 'install it: :QwenInstall (or :QwenInstall source to build it with cargo)' })
   end
   local lib, err = capi.load(path)
   if lib then
@@ -153,7 +223,7 @@ function M.check()
       tonumber(lib.qc_abi_version()), capi.ABI_VERSION))
   else
     r.error(err, {
-      'build it: cargo build --release --lib --bin qc-mcp-bridge',
+      'install it: :QwenInstall (the prebuilt library of this platform), or :QwenInstall source (cargo)',
       "or point setup{ lib = '/path/to/" .. capi.library_file_name() .. "' } at it",
     })
   end
@@ -163,7 +233,7 @@ function M.check()
     r.ok('plugin tools bridge: ' .. bridge)
   elseif bridge then
     r.warn('no ' .. platform.bridge_file_name() .. ' next to the library (' .. bridge .. '): plugin tools cannot reach Qwen Code',
-      { 'build it: cargo build --release --lib --bin qc-mcp-bridge' })
+      { 'install both: :QwenInstall' })
   end
   if platform.event_watch_method() == 'timer' then
     r.info(string.format('events: libuv cannot watch a Windows event handle, so a timer takes them every %d ms',
@@ -198,6 +268,8 @@ function M.check()
   else
     r.error('Qwen Code cannot read its settings: ' .. why)
   end
+
+  M.check_programs(r, qc.config.plugins and qc.config.plugins.node)
 
   r.start('Companion')
   local s = qc.status()

@@ -40,7 +40,6 @@ M.config = config.defaults()
 
 local ENV_KEYS = { 'QWEN_CODE_IDE_SERVER_PORT', 'QWEN_CODE_IDE_WORKSPACE_PATH' }
 local DIFF_SCHEME = 'qwen-diff://'
-local MAX_SELECTION_BYTES = 49200 -- > 16384 UTF-16 units, so over-long text is still seen as such
 
 local S = nil -- the running companion's state
 local group = nil
@@ -138,86 +137,6 @@ local function buffer_closed(buf)
   quiet('qc_companion_file_closed', path)
 end
 
--- Byte length of the UTF-8 character starting at byte `i` of `s`.
-local function char_len(s, i)
-  local b = s:byte(i)
-  if not b or b < 0xC0 then
-    return 1
-  elseif b < 0xE0 then
-    return 2
-  elseif b < 0xF0 then
-    return 3
-  end
-  return 4
-end
-
--- Cuts `s` to at most `max` bytes on a UTF-8 character boundary.
-local function cut_utf8(s, max)
-  if #s <= max then
-    return s
-  end
-  local i = max + 1
-  while i > 1 and bit.band(s:byte(i) or 0, 0xC0) == 0x80 do
-    i = i - 1
-  end
-  return s:sub(1, i - 1)
-end
-
---- The text of the current visual selection (nil outside visual mode).
-local function visual_text(buf)
-  local mode = api.nvim_get_mode().mode:sub(1, 1)
-  if mode ~= 'v' and mode ~= 'V' and mode ~= '\22' then
-    return nil
-  end
-  local a, b = vim.fn.getpos('v'), vim.fn.getpos('.')
-  local l1, c1, l2, c2 = a[2], a[3], b[2], b[3]
-  if l1 > l2 or (l1 == l2 and c1 > c2) then
-    l1, c1, l2, c2 = l2, c2, l1, c1
-  end
-  -- Read at most about MAX_SELECTION_BYTES (a huge selection is never copied whole).
-  local lines, size, last = {}, 0, l1 - 1
-  while last < l2 and size <= MAX_SELECTION_BYTES do
-    local chunk = api.nvim_buf_get_lines(buf, last, math.min(l2, last + 256), false)
-    for _, l in ipairs(chunk) do
-      lines[#lines + 1] = l
-      size = size + #l + 1
-    end
-    last = last + #chunk
-    if #chunk == 0 then
-      break
-    end
-  end
-  local complete = last >= l2
-  local text
-  if mode == 'V' then
-    text = table.concat(lines, '\n')
-  elseif mode == 'v' then
-    if complete then
-      local tail = lines[#lines]
-      local keep = c2 + char_len(tail, c2) - 1
-      local nl = c2 > #tail and l2 < api.nvim_buf_line_count(buf) -- selection includes the line break
-      lines[#lines] = tail:sub(1, keep)
-      if #lines == 1 then
-        lines[1] = lines[1]:sub(c1)
-      end
-      text = table.concat(lines, '\n') .. (nl and '\n' or '')
-      if #lines > 1 then
-        text = text:sub(c1)
-      end
-    else
-      lines[1] = lines[1]:sub(c1)
-      text = table.concat(lines, '\n')
-    end
-  else -- blockwise: the byte columns between both corners, line by line
-    local left, right = math.min(c1, c2), math.max(c1, c2)
-    for i, l in ipairs(lines) do
-      lines[i] = l:sub(left, right + char_len(l, right) - 1)
-    end
-    text = table.concat(lines, '\n')
-  end
-  return cut_utf8(text, MAX_SELECTION_BYTES)
-end
-
 --- `path` gets the focus; a selection reported for the previous file is cleared.
 local function make_active(path)
   if S.selection and S.active and S.active ~= path then
@@ -246,7 +165,7 @@ local function report_cursor()
   -- character: 1-based, in UTF-16 code units like VS Code's Position.character
   local _, utf16 = vim.str_utfindex(line_text, math.min(pos[2], #line_text))
   quiet('qc_companion_set_cursor', path, pos[1], utf16 + 1)
-  local text = visual_text(buf)
+  local text = require('qwen_companion.selection').visual_text(buf)
   if text ~= nil and text ~= '' then
     quiet('qc_companion_set_selection', path, text, #text)
     S.selection = true
@@ -688,32 +607,18 @@ local function last_error_of(st)
   return st.last_error or st.plugin_error or (host and (host.last_error or host.mcp_error or host.register_error))
 end
 
--- Hooks of other modules (M.on_start / M.on_stop), in registration order.
-local hooks = { start = {}, stop = {} }
-
-local function add_hook(kind, fn)
-  assert(type(fn) == 'function', 'qwen_companion.on_' .. kind .. '(fn): fn must be a function')
-  local entry = { fn = fn }
-  table.insert(hooks[kind], entry)
-  return function()
-    for i, e in ipairs(hooks[kind]) do
-      if e == entry then
-        table.remove(hooks[kind], i)
-        return
-      end
-    end
-  end
-end
+-- Hooks of other modules (M.on_start / M.on_stop / M.add_terminal_env).
+local hooks = require('qwen_companion.hooks')
 
 local function run_hooks(kind, st)
-  for _, e in ipairs(vim.list_slice(hooks[kind], 1, #hooks[kind])) do
-    local ok, err = pcall(e.fn, M.status_of(st))
-    if not ok then
-      st.last_error = 'on_' .. kind .. ' hook: ' .. tostring(err)
-      vim.schedule(function()
-        notify('an on_' .. kind .. ' hook failed: ' .. tostring(err), vim.log.levels.ERROR)
-      end)
-    end
+  local _, errors = hooks.run(kind, function()
+    return M.status_of(st)
+  end)
+  for _, err in ipairs(errors) do
+    st.last_error = 'on_' .. kind .. ' hook: ' .. tostring(err)
+    vim.schedule(function()
+      notify('an on_' .. kind .. ' hook failed: ' .. tostring(err), vim.log.levels.ERROR)
+    end)
   end
 end
 
@@ -721,7 +626,7 @@ end
 --- host running); when the companion already runs, `fn` is called at once.
 --- Returns a function that removes the hook.
 function M.on_start(fn)
-  local remove = add_hook('start', fn)
+  local remove = hooks.add('start', fn, 'on_start')
   if S then
     local ok, err = pcall(fn, M.status())
     if not ok then
@@ -735,7 +640,7 @@ end
 --- Registers `fn(status)`, called when the companion stops, before the
 --- plugin host and the companion are released. Returns a remover.
 function M.on_stop(fn)
-  return add_hook('stop', fn)
+  return hooks.add('stop', fn, 'on_stop')
 end
 
 --- The running plugin host (see qwen_companion.plugins), or nil when the
@@ -745,23 +650,10 @@ function M.plugin_host()
   return S and S.host or nil
 end
 
--- Extra terminal variables of other modules (e.g. the participant's).
-local env_providers = {}
-
 --- Registers `fn()` returning a table of variables for the terminals the
 --- plugin starts (:QwenRun); called each time. Returns a remover.
 function M.add_terminal_env(fn)
-  assert(type(fn) == 'function', 'qwen_companion.add_terminal_env(fn): fn must be a function')
-  local key = {}
-  env_providers[#env_providers + 1] = { key = key, fn = fn }
-  return function()
-    for i, p in ipairs(env_providers) do
-      if p.key == key then
-        table.remove(env_providers, i)
-        return
-      end
-    end
-  end
+  return hooks.add('env', fn, 'add_terminal_env')
 end
 
 --- The variables a terminal started now needs: the companion's
@@ -781,15 +673,16 @@ function M.terminal_env()
       env[k] = v
     end
   end
-  for _, p in ipairs(env_providers) do
-    local ok, extra = pcall(p.fn)
-    if ok and type(extra) == 'table' then
+  local extras, errors = hooks.run('env')
+  for _, extra in ipairs(extras) do
+    if type(extra) == 'table' then
       for k, v in pairs(extra) do
         env[k] = tostring(v)
       end
-    elseif not ok then
-      S.last_error = 'terminal env provider: ' .. tostring(extra)
     end
+  end
+  if #errors > 0 then
+    S.last_error = 'terminal env provider: ' .. tostring(errors[#errors])
   end
   return env
 end
@@ -973,23 +866,7 @@ end
 --- `Qwen: no CLI, error: <first 40 characters>`. `M.statusline_data()`
 --- gives the same facts as a table.
 function M.statusline()
-  local d = M.statusline_data()
-  if not d.running then
-    return ''
-  end
-  local n = d.clients
-  local parts = { n == nil and '? CLIs' or n == 0 and 'no CLI' or n == 1 and '1 CLI' or (n .. ' CLIs') }
-  if d.diffs > 0 then
-    parts[#parts + 1] = d.diffs == 1 and '1 diff' or (d.diffs .. ' diffs')
-  end
-  if d.error then
-    local e = tostring(d.error):gsub('%s+', ' ')
-    if vim.fn.strchars(e) > 40 then
-      e = vim.fn.strcharpart(e, 0, 39) .. '…'
-    end
-    parts[#parts + 1] = 'error: ' .. e
-  end
-  return 'Qwen: ' .. table.concat(parts, ', ')
+  return require('qwen_companion.statusline').format(M.statusline_data())
 end
 
 --- `{ running, clients, diffs, error }`: whether the companion runs, how
@@ -1048,18 +925,13 @@ end
 
 --- Sets options (see qwen_companion.config and :help qwen_companion-setup).
 --- A wrong type or an unknown key raises an error naming it, and changes
---- nothing. Also defines the :Qwen* commands (for installs where plugin/ is
---- not sourced, e.g. lazy.nvim with an rtp step).
+--- nothing. Also does what plugin/qwen_companion.lua does (every :Qwen*
+--- command, autostart: on VimEnter, or now when Neovim has entered
+--- already), for managers that do not source plugin/ (lazy.nvim).
 function M.setup(opts)
   config.validate(opts)
   M.config = config.merge(M.config, opts)
-  require('qwen_companion.commands').define()
-  if M.config.autostart and vim.v.vim_did_enter == 1 and not S then
-    local ok, err = M.start()
-    if not ok then
-      notify(err, vim.log.levels.ERROR)
-    end
-  end
+  require('qwen_companion.boot').load()
 end
 
 return M

@@ -217,7 +217,7 @@ function M.install_bridge(src, qwen_home, os_name)
   local name = platform.bridge_file_name(os_name)
   local sst = uv.fs_stat(src)
   if not sst or sst.type ~= 'file' then
-    return nil, 'no ' .. name .. ' at ' .. src .. ' (build it: cargo build --release --lib --bin qc-mcp-bridge)'
+    return nil, 'no ' .. name .. ' at ' .. src .. ' (install it with the library: :QwenInstall)'
   end
   local dir = platform.join(platform.join(qwen_home, 'companion', os_name), 'bin', os_name)
   local dst = platform.join(dir, name, os_name)
