@@ -9,8 +9,9 @@ each platform before archiving it; tests/dist/run.sh on a finished release):
 - stripped: no symbol table (ELF, PE); no local symbols (Mach-O);
 - the platform floor: the newest glibc symbol version needed (Linux); the
   minimum macOS, the install name `@rpath/...`, only system libraries, and a
-  valid ad-hoc code signature on every page (macOS: Apple silicon refuses to
-  load code whose signature does not match); no MinGW runtime DLL (Windows);
+  valid ad-hoc code signature on every page of arm64 code (Apple silicon
+  refuses to load code whose signature is missing or does not match; a
+  signature on x86_64 code must match too); no MinGW runtime DLL (Windows);
 - where this machine runs the platform (x86_64 Linux): the library loaded,
   `qc_version()` and `qc-mcp-bridge --version` give the version.
 
@@ -126,8 +127,10 @@ def check_pe(path, is_lib, problems):
 
 
 # ------------------------------------------------------------------- Mach-O
-def macho_signature_problem(data):
-    """None if the ad-hoc signature's page hashes match the file (thin Mach-O)."""
+def macho_signature_problem(data, required):
+    """None if the ad-hoc signature's page hashes match the file (thin Mach-O),
+    or if there is none and none is `required` (Apple silicon requires one on
+    arm64 code; Intel Macs and Rosetta run unsigned x86_64 code)."""
     magic, ncmds = struct.unpack_from("<II", data, 0)[0], struct.unpack_from("<I", data, 16)[0]
     if magic != 0xFEEDFACF:
         return "not a 64-bit little-endian Mach-O"
@@ -139,7 +142,7 @@ def macho_signature_problem(data):
             sig = struct.unpack_from("<II", data, off + 8)
         off += size
     if sig is None:
-        return "no code signature (Apple silicon refuses unsigned code)"
+        return "no code signature (Apple silicon refuses unsigned arm64 code)" if required else None
     base = sig[0]
     smagic, _length, count = struct.unpack_from(">III", data, base)
     if smagic != 0xFADE0CC0:
@@ -189,7 +192,7 @@ def check_macho(path, arch, is_lib, macos_floor, problems):
         if ids != ["@rpath/libqwen_companion.dylib"]:
             problems.append("%s: install name %s, not @rpath/libqwen_companion.dylib" % (name, ids))
     with open(path, "rb") as f:
-        why = macho_signature_problem(f.read())
+        why = macho_signature_problem(f.read(), arch == "aarch64")
     if why:
         problems.append("%s: %s" % (name, why))
     exports, local = set(), 0
@@ -202,7 +205,9 @@ def check_macho(path, arch, is_lib, macos_floor, problems):
                 exports.add(parts[2][1:])
     if local:
         problems.append("%s: not stripped (%d local symbols)" % (name, local))
-    return exports, "macOS >= %s, signed" % (max(mins, key=version_tuple) if mins else "?")
+    signed = "LC_CODE_SIGNATURE" in heads
+    return exports, "macOS >= %s, %s" % (max(mins, key=version_tuple) if mins else "?",
+                                         "ad-hoc signature valid" if signed else "unsigned")
 
 
 def check_universal(directory, problems):
