@@ -93,6 +93,7 @@ def archive(out, version, triple, added):
 
 
 def listed(out):
+    """Every file under OUT but the two this writes, sorted by path."""
     files = []
     for d, dirs, names in os.walk(out):
         dirs.sort()
@@ -100,7 +101,7 @@ def listed(out):
             rel = os.path.relpath(os.path.join(d, n), out).replace(os.sep, "/")
             if rel not in (SUMS, MANIFEST):
                 files.append(rel)
-    return files
+    return sorted(files)
 
 
 def write(out, version, commit, tools):
@@ -150,9 +151,9 @@ def verify(out):
     except (OSError, ValueError) as e:
         raise SystemExit("files.py: %s" % e)
     files = listed(out)
-    if sorted(sums) != files:
-        problems.append("SHA256SUMS lists %s, the folder has %s" % (
-            sorted(set(sums) ^ set(files)), "those differences"))
+    if set(sums) != set(files):
+        problems.append("SHA256SUMS and the folder differ: only listed %s; only in the folder %s" % (
+            sorted(set(sums) - set(files)), sorted(set(files) - set(sums))))
     for rel in files:
         digest = sha256(os.path.join(out, rel))
         if sums.get(rel) != digest:
