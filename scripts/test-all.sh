@@ -73,7 +73,8 @@ suite demo-smoke bash tests/demo/run_demo_smoke.sh
 # DLL; macOS with zig's clang).
 suite windows-wine bash tests/windows/run.sh
 suite c-cross env QC_WINDOWS_LIBDIR="${CARGO_TARGET_DIR:-$root/target}/x86_64-pc-windows-gnu/debug" \
-  QC_MACOS_LIBDIR="${QC_DIST_DIR:-$root/target/dist}/native/universal-apple-darwin" bash tests/c/build_cross.sh
+  QC_MACOS_LIBDIR="${QC_DIST_DIR:-$root/target/dist}/native/universal-apple-darwin" \
+  QC_WINDOWS_DIST="${QC_DIST_DIR:-$root/target/dist}/native/x86_64-pc-windows-gnu" bash tests/c/build_cross.sh
 
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi

@@ -26,6 +26,9 @@
 #      QC_MACOS_LIBDIR    folder with libqwen_companion.dylib (for aarch64 and
 #                         x86_64 macOS, or one of them: the link is tried for
 #                         the architectures the dylib has); no default
+#      QC_WINDOWS_DIST    the release's Windows folder (scripts/dist.sh:
+#                         target/dist/native/x86_64-pc-windows-gnu): the demo
+#                         and the release bridge run with it under Wine
 #      QC_PRNG_SHIM_SRC   folder of the ProcessPrng shim's source (default
 #                         tests/windows/prng_shim)
 #      QC_KEEP_TMP=1      keeps the output folder (target/c-cross.*)
@@ -36,6 +39,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TGT in /*) ;; *) TGT=$ROOT/$TGT ;; esac
 WIN_LIBDIR=${QC_WINDOWS_LIBDIR:-$TGT/x86_64-pc-windows-gnu/release}
+# The release's Windows folder (target/dist/native/x86_64-pc-windows-gnu), run
+# under Wine when given.
+WIN_DIST=${QC_WINDOWS_DIST:-}
 MAC_LIBDIR=${QC_MACOS_LIBDIR:-}
 PY=${PYTHON:-python3}
 mkdir -p "$ROOT/target"
@@ -189,6 +195,29 @@ else
                 fail "wine: qcdemo.exe ide: ready, error, stopped at EOF (rc=$RC)"
                 sed 's/^/       /' "$TMP/wine-ide.out"
                 show "$TMP/wine-ide.err"
+            fi
+            # The release's Windows files (scripts/dist.sh): the same demo with
+            # the release DLL next to it, and the release bridge.
+            if [ -n "$WIN_DIST" ]; then
+                RD=$TMP/win-release
+                mkdir -p "$RD" "$TMP/qwen-home-release"
+                cp "$WOUT/qcdemo.exe" "$RD/"
+                find "$WOUT" -maxdepth 1 -name '*.dll' ! -name qwen_companion.dll -exec cp {} "$RD/" \;
+                cp "$WIN_DIST/qwen_companion.dll" "$WIN_DIST/qc-mcp-bridge.exe" "$RD/"
+                RV=$(timeout 60 wine "$RD/qcdemo.exe" --version 2>"$TMP/wine-release.err" | tr -d '\r')
+                BV=$(timeout 60 wine "$RD/qc-mcp-bridge.exe" --version 2>>"$TMP/wine-release.err" | tr -d '\r')
+                printf 'stop\n' | QWEN_HOME=$(winpath "$TMP/qwen-home-release") timeout 120 \
+                    wine "$RD/qcdemo.exe" ide --workspace "$(winpath "$TMP/ws")" >"$TMP/wine-release-ide.out" 2>>"$TMP/wine-release.err"
+                RC=$?
+                if [ "$RV" = "$VERSION" ] && [ "$BV" = "qc-mcp-bridge $VERSION" ] && [ $RC -eq 0 ] &&
+                    [ "$(sed -n 's/^{"event":"\([a-z_]*\)".*/\1/p' "$TMP/wine-release-ide.out" | tr '\n' ' ')" = "ready stopped " ] &&
+                    [ -z "$(ls -A "$TMP/qwen-home-release/ide" 2>/dev/null)" ]; then
+                    pass "wine: the release DLL and bridge ($WIN_DIST): qc_version() $RV, bridge --version, ide ready and stopped"
+                else
+                    fail "wine: the release DLL and bridge ($WIN_DIST): version '$RV', bridge '$BV', ide rc=$RC"
+                    sed 's/^/       /' "$TMP/wine-release-ide.out"
+                    show "$TMP/wine-release.err"
+                fi
             fi
             wineserver -k >/dev/null 2>&1
         fi
