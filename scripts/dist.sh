@@ -69,9 +69,11 @@ if want universal-apple-darwin; then
   want x86_64-apple-darwin || targets+=(x86_64-apple-darwin)
 fi
 
-# Stripped by rustc (the linker drops the symbol table; on macOS before the
-# linker's ad-hoc signature, which Apple silicon requires, so it stays valid).
-export CARGO_PROFILE_RELEASE_STRIP=symbols
+# Stripped by the release profile (strip = "symbols" in Cargo.toml: the
+# linker drops the symbol table, on macOS before its ad-hoc signature, which
+# Apple silicon requires, so the signature stays valid). The same profile as
+# `cargo build --release`, so the build scripts and proc-macros built for
+# this machine are shared with it.
 # macOS: MACOSX_DEPLOYMENT_TARGET below; zig would otherwise stamp its own
 # newest version as the minimum.
 build_log=$tgt/dist-build.log
