@@ -71,9 +71,8 @@ fi
 
 # Stripped by the release profile (strip = "symbols" in Cargo.toml: the
 # linker drops the symbol table, on macOS before its ad-hoc signature, which
-# Apple silicon requires, so the signature stays valid). The same profile as
-# `cargo build --release`, so the build scripts and proc-macros built for
-# this machine are shared with it.
+# Apple silicon requires, so the signature stays valid): the files are the
+# ones `cargo build --release` makes, for each platform.
 # macOS: MACOSX_DEPLOYMENT_TARGET below; zig would otherwise stamp its own
 # newest version as the minimum.
 build_log=$tgt/dist-build.log
