@@ -21,7 +21,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUBS = os.path.join(HERE, "stubs")
 REPO = os.path.dirname(os.path.dirname(HERE))
-PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
+#: $QC_SUBLIME_PACKAGE_DIR: an installed release package instead (see conftest.py).
+PACKAGE_DIR = os.path.abspath(os.environ.get("QC_SUBLIME_PACKAGE_DIR")
+                              or os.path.join(REPO, "examples", "sublime", "QwenCompanion"))
 PACKAGE_NAME = "QwenCompanion"
 
 if STUBS not in sys.path:
