@@ -297,6 +297,10 @@ def install(packages_dir, library=None):
         if not os.path.isfile(path):
             raise PackageError("no {}: build it with cargo build --release --lib --bin qc-mcp-bridge "
                                "(or pass --library)".format(path))
+        got = binary_format(path)
+        if got != entry[5]:
+            raise PackageError("{} is {} {}, not {} {}: this machine is {}".format(
+                path, got[0], got[1], entry[5][0], entry[5][1], entry[0]))
     version = _cargo_version()
     dest = os.path.join(packages_dir, PACKAGE_NAME)
     os.makedirs(packages_dir, exist_ok=True)

@@ -30,6 +30,13 @@ for _p in (BINDING_DIR, HERE):
 # under this throwaway QWEN_HOME (set before any library call).
 os.environ["QWEN_HOME"] = tempfile.mkdtemp(prefix="qc-pytest-qwen-home-")
 
+if PACKAGED:
+    # As in Sublime Text, the plugin and these tests share one binding: the
+    # package's own QwenCompanion.lib.qwen_companion (also as qwen_companion).
+    from sublime_package import shared_binding  # noqa: E402
+
+    shared_binding()
+
 import qwen_companion  # noqa: E402
 
 
