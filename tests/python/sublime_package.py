@@ -34,7 +34,14 @@ def plugin_modules(package_dir=PACKAGE_DIR):
     """The plugin modules of a package, in Sublime Text's order: ``plugin``
     first here (the others import it), then every other top-level ``.py``
     file by name."""
-    names = sorted(f[:-3] for f in os.listdir(package_dir) if f.endswith(".py") and not f.startswith("."))
+    if os.path.isfile(package_dir):  # a .sublime-package: Sublime Text imports from the zip
+        import zipfile
+
+        with zipfile.ZipFile(package_dir) as zf:
+            listing = [n for n in zf.namelist() if "/" not in n]
+    else:
+        listing = os.listdir(package_dir)
+    names = sorted(f[:-3] for f in listing if f.endswith(".py") and not f.startswith("."))
     if "plugin" in names:
         names.remove("plugin")
         names.insert(0, "plugin")

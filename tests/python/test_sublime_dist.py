@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -118,13 +119,41 @@ def test_platform_names_follow_package_control(package_dir):
     assert plugin.PACKAGE_DIR == package_dir
 
 
-def test_zipped_package_is_told_to_unpack(package_dir, tmp_path):
-    load_package(package_dir, only=("plugin",))
-    b = sys.modules["QwenCompanion.qwen_core.binding"]
-    zipped = tmp_path / "QwenCompanion.sublime-package"
-    zipped.write_bytes(b"PK\x05\x06" + b"\0" * 18)
-    with pytest.raises(b.MissingLibraryError, match="zipped .sublime-package.*cannot load from a zip.*Package Control"):
-        b.bundled_library(str(zipped), "linux", "x64")
+def test_zipped_package_says_once_that_it_must_be_unpacked(package_dir, workspace, lock_dir, tmp_path, monkeypatch):
+    """Installed Packages/QwenCompanion.sublime-package: Sublime Text imports
+    the plugin from the zip; the plugin says to unpack it, once."""
+    zipped = str(tmp_path / "Installed Packages" / "QwenCompanion.sublime-package")
+    os.makedirs(os.path.dirname(zipped))
+    with zipfile.ZipFile(zipped, "w") as zf:
+        for folder, dirs, files in os.walk(package_dir):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for f in files:
+                full = os.path.join(folder, f)
+                zf.write(full, os.path.relpath(full, package_dir))
+    sublime.reset()
+    monkeypatch.delenv("QWEN_COMPANION_LIB", raising=False)
+    s = sublime.load_settings("QwenCompanion.sublime-settings")
+    s.set("lock_dir", lock_dir)
+    s.set("register_mcp", False)
+    editor = sublime.Editor()
+    windows = [editor.new_window([workspace]), editor.new_window([workspace])]
+    printed = []
+    plugin = load_package(zipped, only=("plugin",)).plugin
+    assert plugin.PACKAGE_DIR == zipped
+    monkeypatch.setattr(plugin, "log", lambda m: printed.append(m))
+    plugin.plugin_loaded()
+    try:
+        for w in windows:
+            editor.move_cursor(editor.open_file(w, os.path.join(workspace, "main.py")), 1, 0)
+        sublime.pump(timeout=0.2)
+        said = [m for m in printed if "zipped" in m]
+        assert len(said) == 1, printed
+        assert "runs from a zipped .sublime-package" in said[0] and "unzip it into Packages/QwenCompanion" in said[0]
+        assert len([m for m in sublime.status_messages if "zipped" in m]) == 1, sublime.status_messages
+        assert plugin._companions == {}
+    finally:
+        plugin.plugin_unloaded()
+        sublime.reset()
 
 
 def test_machine_without_a_library_gets_one_message(package_dir, lib_path, workspace, lock_dir, monkeypatch):

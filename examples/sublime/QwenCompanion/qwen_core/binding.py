@@ -78,16 +78,22 @@ def shipped_platforms(package_dir):
         return json.load(f)
 
 
-def bundled_library(package_dir, platform, arch):
-    """The native library the package ships for ``platform``/``arch``
-    (``sublime.platform()``, ``sublime.arch()``), or None when the package
-    ships none. Raises :class:`MissingLibraryError` when the package runs
-    zipped, or ships libraries but none for this machine."""
+def check_unpacked(package_dir):
+    """Raises :class:`MissingLibraryError` when the package runs zipped
+    (``Installed Packages/QwenCompanion.sublime-package``)."""
     if os.path.isfile(package_dir):
         raise MissingLibraryError(
             "the package runs from a zipped .sublime-package ({}), and a native library cannot "
             "load from a zip: install it with Package Control, or unzip it into "
             "Packages/QwenCompanion (see its README)".format(package_dir))
+
+
+def bundled_library(package_dir, platform, arch):
+    """The native library the package ships for ``platform``/``arch``
+    (``sublime.platform()``, ``sublime.arch()``), or None when the package
+    ships none. Raises :class:`MissingLibraryError` when the package runs
+    zipped, or ships libraries but none for this machine."""
+    check_unpacked(package_dir)
     shipped = shipped_platforms(package_dir)
     if shipped is None:
         return None
@@ -133,7 +139,9 @@ def candidates(package_dir, configured):
 
 def import_binding(package, package_dir, configured=None):
     """The ``qwen_companion`` module (see the module docs); ``package`` is the
-    Sublime package's module name (``__package__`` of plugin.py)."""
+    Sublime package's module name (``__package__`` of plugin.py). A zipped
+    package raises :class:`MissingLibraryError` (it must be unpacked)."""
+    check_unpacked(package_dir)
     if package and os.path.isfile(os.path.join(package_dir, "lib", BINDING, "__init__.py")):
         return importlib.import_module(package + ".lib." + BINDING)
     private = (package + "._" + BINDING) if package else "_qwen_companion_binding"
