@@ -281,6 +281,15 @@ def this_platform():
     raise PackageError("no package platform for {} {}".format(sys.platform, machine))
 
 
+def _runs_here(got, entry):
+    """A local build fits: the release's format, or on macOS a single-arch
+    Mach-O of this machine (``cargo build`` makes no universal binary)."""
+    if got == entry[5]:
+        return True
+    machine = {"x86_64": "x86_64", "amd64": "x86_64"}.get(platform.machine().lower(), "arm64")
+    return entry[0] == "osx" and got == ("macho", machine)
+
+
 def default_packages_dir():
     if sys.platform == "darwin":
         return os.path.expanduser("~/Library/Application Support/Sublime Text/Packages")
@@ -298,7 +307,7 @@ def install(packages_dir, library=None):
             raise PackageError("no {}: build it with cargo build --release --lib --bin qc-mcp-bridge "
                                "(or pass --library)".format(path))
         got = binary_format(path)
-        if got != entry[5]:
+        if not _runs_here(got, entry):
             raise PackageError("{} is {} {}, not {} {}: this machine is {}".format(
                 path, got[0], got[1], entry[5][0], entry[5][1], entry[0]))
     version = _cargo_version()
