@@ -138,6 +138,8 @@ def test_zipped_package_says_once_that_it_must_be_unpacked(package_dir, workspac
     editor = sublime.Editor()
     windows = [editor.new_window([workspace]), editor.new_window([workspace])]
     printed = []
+    # the binding the other tests share with the unpacked package (conftest) stays theirs
+    shared = dict((k, v) for k, v in sys.modules.items() if k.startswith("QwenCompanion.lib"))
     plugin = load_package(zipped, only=("plugin",)).plugin
     assert plugin.PACKAGE_DIR == zipped
     monkeypatch.setattr(plugin, "log", lambda m: printed.append(m))
@@ -151,9 +153,11 @@ def test_zipped_package_says_once_that_it_must_be_unpacked(package_dir, workspac
         assert "runs from a zipped .sublime-package" in said[0] and "unzip it into Packages/QwenCompanion" in said[0]
         assert len([m for m in sublime.status_messages if "zipped" in m]) == 1, sublime.status_messages
         assert plugin._companions == {}
+        assert not [k for k in sys.modules if k.startswith("QwenCompanion.lib")]  # never imported from the zip
     finally:
         plugin.plugin_unloaded()
         sublime.reset()
+        sys.modules.update(shared)
 
 
 def test_machine_without_a_library_gets_one_message(package_dir, lib_path, workspace, lock_dir, monkeypatch):
