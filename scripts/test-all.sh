@@ -6,8 +6,9 @@
 # official MCP Python SDK), the Kotlin/JNA binding, and the real Qwen Code CLI
 # end-to-end tests (IDE companion, plugin tools through the MCP bridge), the
 # plugin view server in headless Chromium, the README's demo command itself,
-# the macOS and Windows (MSVC) lints, and the Windows (mingw) build under Wine
-# with the real CLI on Windows Node.
+# the macOS and Windows (MSVC) lints, the release artifacts of every platform
+# and the editor packages made from them, and the Windows (mingw) build under
+# Wine with the real CLI on Windows Node.
 # Every suite runs even if an earlier one fails; the script exits non-zero if
 # any failed.
 set -uo pipefail
@@ -51,10 +52,14 @@ suite rust-fmt cargo fmt --all -- --check
 suite rust-clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 suite rust-tests cargo test --locked
 suite rust-release-build cargo build --release --locked
+# The release: every platform's library and bridge (zig, mingw-w64), the
+# editor packages, checked; the package suites below test what it built.
+suite dist bash tests/dist/run.sh
 # macOS (aarch64, x86_64) and Windows (MSVC): type-checked and linted only.
 suite cross-check bash scripts/cross-check.sh
 suite c-demo bash tests/c/run_demo_asan.sh
 suite python bash tests/python/run.sh
+suite python-wheel bash tests/python/run_wheel.sh
 suite kotlin bash bindings/kotlin/run-tests.sh
 suite neovim bash tests/neovim/run.sh
 suite e2e-real-cli bash tests/e2e/run_e2e.sh
@@ -67,7 +72,8 @@ suite demo-smoke bash tests/demo/run_demo_smoke.sh
 # Node, under Wine; then the C demo's cross-builds (mingw, reusing that debug
 # DLL; macOS with zig's clang).
 suite windows-wine bash tests/windows/run.sh
-suite c-cross env QC_WINDOWS_LIBDIR="${CARGO_TARGET_DIR:-$root/target}/x86_64-pc-windows-gnu/debug" bash tests/c/build_cross.sh
+suite c-cross env QC_WINDOWS_LIBDIR="${CARGO_TARGET_DIR:-$root/target}/x86_64-pc-windows-gnu/debug" \
+  QC_MACOS_LIBDIR="${QC_DIST_DIR:-$root/target/dist}/native/universal-apple-darwin" bash tests/c/build_cross.sh
 
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi

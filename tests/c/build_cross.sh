@@ -38,7 +38,6 @@ case $TGT in /*) ;; *) TGT=$ROOT/$TGT ;; esac
 WIN_LIBDIR=${QC_WINDOWS_LIBDIR:-$TGT/x86_64-pc-windows-gnu/release}
 MAC_LIBDIR=${QC_MACOS_LIBDIR:-}
 PY=${PYTHON:-python3}
-VENV=$ROOT/target/ziglang-venv
 mkdir -p "$ROOT/target"
 TMP=$(mktemp -d "$ROOT/target/c-cross.XXXXXX")
 SRCS=(qcdemo qcdemo_common qcdemo_ide qcdemo_sessions qcdemo_plugins qcdemo_platform_posix qcdemo_platform_win32)
@@ -201,16 +200,10 @@ fi
 
 # ---------------------------------------------------------------- macOS (zig cc)
 echo "# macOS: zig cc (PyPI ziglang)"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m ziglang version >/dev/null 2>&1; then
-    rm -rf "$VENV"
-    if ! "$PY" -m venv "$VENV" >"$TMP/venv.log" 2>&1 && command -v apt-get >/dev/null 2>&1; then
-        # Debian's python3 has venv in a package of its own.
-        rm -rf "$VENV"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv &&
-            "$PY" -m venv "$VENV"; } >>"$TMP/venv.log" 2>&1
-    fi
-    [ -x "$VENV/bin/pip" ] && "$VENV/bin/pip" install -q ziglang >>"$TMP/venv.log" 2>&1
-fi
+# The pinned zig of the release build (scripts/dist/tools.txt), same venv.
+. "$ROOT/scripts/dist/lib.sh"
+VENV=$DIST_VENV
+dist_zig_venv >"$TMP/venv.log" 2>&1
 if ! "$VENV/bin/python" -m ziglang version >/dev/null 2>&1; then
     if command -v "$PY" >/dev/null 2>&1; then
         fail "install ziglang into $VENV"
@@ -220,9 +213,6 @@ if ! "$VENV/bin/python" -m ziglang version >/dev/null 2>&1; then
     fi
 else
     ZIG_CC="$VENV/bin/python -m ziglang cc"
-    # zig keeps a cache of its own: under target/, not in $HOME.
-    export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$ROOT/target/zig-cache}
-    export ZIG_LOCAL_CACHE_DIR=${ZIG_LOCAL_CACHE_DIR:-$ROOT/target/zig-cache}
     for arch in aarch64 x86_64; do
         MOUT=$TMP/macos-$arch
         MARCH=$([ $arch = aarch64 ] && echo arm64 || echo x86_64)

@@ -145,6 +145,35 @@ fn initialize(b: &mut Bridge, capabilities: Value) -> Value {
 }
 
 #[test]
+fn version_and_help_answer_without_looking_for_a_host() {
+    let run = |arg: &str| {
+        Command::new(env!("CARGO_BIN_EXE_qc-mcp-bridge"))
+            .arg(arg)
+            // No Qwen home at all: the answer must not depend on one.
+            .env("QWEN_HOME", "/nonexistent/qwen-home")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run qc-mcp-bridge")
+    };
+    let v = run("--version");
+    assert!(v.status.success(), "{v:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("qc-mcp-bridge {}", env!("CARGO_PKG_VERSION"))
+    );
+    let h = run("--help");
+    assert!(h.status.success(), "{h:?}");
+    assert!(String::from_utf8_lossy(&h.stdout).contains("usage: qc-mcp-bridge"));
+    let bad = run("--serve");
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("unknown argument"),
+        "{bad:?}"
+    );
+    assert!(bad.stdout.is_empty(), "{bad:?}");
+}
+
+#[test]
 fn no_host_running_exits_with_a_reason() {
     let home = qc_test_support::TempDir::new("bridge-none");
     let mut b = Bridge::spawn(home.path(), home.path());

@@ -22,7 +22,13 @@ else:
     SUBLIME_PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
     BINDING_DIR = os.path.join(REPO, "bindings", "python")
 
-for _p in (BINDING_DIR, HERE):
+# Installed-package mode (tests/python/run_wheel.sh): QC_TEST_INSTALLED=1
+# tests the qwen_companion that a platform wheel installed into this
+# interpreter's site-packages, with the library bundled in it; the checkout's
+# bindings/python stays off sys.path.
+INSTALLED = os.environ.get("QC_TEST_INSTALLED") == "1"
+
+for _p in ((HERE,) if INSTALLED else (BINDING_DIR, HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
@@ -38,6 +44,26 @@ if PACKAGED:
     shared_binding()
 
 import qwen_companion  # noqa: E402
+
+#: The directory of the qwen_companion package under test.
+PACKAGE_DIR = os.path.dirname(os.path.abspath(qwen_companion.__file__))
+
+
+def _check_installed():
+    import sysconfig
+
+    site = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+    where = os.path.realpath(os.path.dirname(PACKAGE_DIR))
+    if where not in site:
+        raise RuntimeError("QC_TEST_INSTALLED=1, but qwen_companion comes from {}, not from this "
+                           "interpreter's site-packages {}".format(PACKAGE_DIR, sorted(site)))
+    for var in ("QWEN_COMPANION_LIB", "QWEN_COMPANION_BRIDGE"):
+        if os.environ.get(var):
+            raise RuntimeError("QC_TEST_INSTALLED=1 tests the bundled library: unset {}".format(var))
+
+
+if INSTALLED:
+    _check_installed()
 
 
 def wait_for(predicate, timeout=10.0, interval=0.01):
@@ -75,6 +101,8 @@ def _default_lib_path():
         if os.environ.get("QWEN_COMPANION_LIB"):
             raise RuntimeError("QC_SUBLIME_PACKAGE_DIR tests load the package's own library: unset QWEN_COMPANION_LIB")
         return _packaged_lib_path()
+    if INSTALLED:
+        return os.path.join(PACKAGE_DIR, "_lib", qwen_companion._native.platform_library_name())
     env = os.environ.get("QWEN_COMPANION_LIB")
     if env:
         return env
@@ -89,6 +117,8 @@ def lib_path():
     if not os.path.exists(LIB_PATH):
         if PACKAGED:
             pytest.fail("the package ships no library for this machine: {}".format(LIB_PATH))
+        if INSTALLED:
+            pytest.fail("the installed wheel has no library: {}".format(LIB_PATH))
         pytest.fail("library not built: {} (run cargo build --release)".format(LIB_PATH))
     return LIB_PATH
 

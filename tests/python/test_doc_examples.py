@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import BINDING_DIR, REPO
+from conftest import BINDING_DIR, INSTALLED, REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "docs"))
 import examples  # noqa: E402
@@ -44,7 +44,10 @@ def _env(tmp_path, lib_path):
         "QWEN_HOME": str(home / ".qwen"),
         "QWEN_COMPANION_LIB": lib_path,
         "PYTHONPATH": BINDING_DIR,
+        "QC_EXAMPLES_REPO": REPO,  # hidden preludes find the checkout's fixtures with it
     })
+    if INSTALLED:  # the examples run as a user's would: the wheel's package and library
+        del env["QWEN_COMPANION_LIB"], env["PYTHONPATH"]
     return env
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import qwen_companion
 from qwen_companion import _native
-from conftest import BINDING_DIR, REPO, SUBLIME_PACKAGE_DIR
+from conftest import INSTALLED, PACKAGE_DIR, REPO, SUBLIME_PACKAGE_DIR
 
 EXPECTED_CLASSES = {
     1: ("QC_NULL_PARAMETER", qwen_companion.NullParameterError),
@@ -59,27 +59,33 @@ def test_search_order_without_env(monkeypatch):
     name = _native.platform_library_name()
     cands = _native.candidate_paths()
     kinds = [c[0] for c in cands]
-    assert kinds[:3] == ["package directory", "next to the package", "system loader"]
-    pkg = os.path.join(BINDING_DIR, "qwen_companion")
-    assert cands[0][1] == os.path.join(pkg, name)
-    assert cands[1][1] == os.path.join(BINDING_DIR, name)
-    assert cands[2][1] == name
+    assert kinds[:4] == ["bundled with the package", "package directory", "next to the package", "system loader"]
+    assert cands[0][1] == os.path.join(PACKAGE_DIR, "_lib", name)
+    assert cands[1][1] == os.path.join(PACKAGE_DIR, name)
+    assert cands[2][1] == os.path.join(os.path.dirname(PACKAGE_DIR), name)
+    assert cands[3][1] == name
     repo_builds = [c[1] for c in cands if c[0] == "repository build"]
-    assert repo_builds == [
-        os.path.join(REPO, "target", "release", name),
-        os.path.join(REPO, "target", "debug", name),
-    ]
+    if INSTALLED:  # site-packages is not inside a checkout
+        assert repo_builds == []
+    else:
+        assert repo_builds == [
+            os.path.join(REPO, "target", "release", name),
+            os.path.join(REPO, "target", "debug", name),
+        ]
     assert not any(c[2] for c in cands)
 
 
-def test_repository_fallback_loads_without_configuration(monkeypatch, lib_path):
-    if os.path.realpath(lib_path) != os.path.realpath(
+def test_loads_without_configuration(monkeypatch, lib_path):
+    """Installed from a wheel: the bundled library; in a checkout: the
+    repository's release build (the fallback after the package's places)."""
+    if not INSTALLED and os.path.realpath(lib_path) != os.path.realpath(
         os.path.join(REPO, "target", "release", _native.platform_library_name())
     ):
         pytest.skip("the library under test is not the repository's release build")
     monkeypatch.delenv("QWEN_COMPANION_LIB", raising=False)
     lib = qwen_companion.load_library()
     assert lib.qc_abi_version() == 1
+    assert os.path.samefile(lib.path, lib_path)
 
 
 def test_platform_library_name(monkeypatch):
@@ -206,7 +212,7 @@ def test_owned_strings_are_freed_and_not_c_char_p():
 def test_python38_compatible():
     """The binding and the Sublime plugin must run in Sublime Text's Python 3.8."""
     result = subprocess.run(
-        ["vermin", "--target=3.8-", "--no-tips", "--violations", "--eval-annotations", BINDING_DIR, SUBLIME_PACKAGE_DIR],
+        ["vermin", "--target=3.8-", "--no-tips", "--violations", "--eval-annotations", PACKAGE_DIR, SUBLIME_PACKAGE_DIR],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         universal_newlines=True,

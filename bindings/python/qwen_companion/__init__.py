@@ -17,11 +17,13 @@ Running the desktop app's plugins (install, call their tools, answer their
 capability requests) is :class:`PluginHost`; see :mod:`qwen_companion.plugins`.
 
 Works on Python 3.8+ (Sublime Text's plugin host). The shared library is
-found as described in :func:`load_library`.
+found as described in :func:`load_library` (an installed platform wheel
+carries it, and :func:`bridge_path` gives its ``qc-mcp-bridge``).
 """
 
 from ._native import (
     ABI_VERSION,
+    BRIDGE_ENV,
     LIBRARY_ENV,
     LOG_DEBUG,
     LOG_ERROR,
@@ -30,6 +32,7 @@ from ._native import (
     LOG_WARN,
     AbiMismatchError,
     AlreadyRunningError,
+    BridgeNotFoundError,
     ClosedError,
     CompanionError,
     InternalError,
@@ -44,6 +47,7 @@ from ._native import (
     NullParameterError,
     PanicError,
     RefusedError,
+    bridge_path,
     error_class,
 )
 from ._native import load as load_library
@@ -63,6 +67,7 @@ def library_version(library=None):
 __all__ = [
     "platforms",
     "ABI_VERSION",
+    "BRIDGE_ENV",
     "LIBRARY_ENV",
     "LOG_DEBUG",
     "LOG_ERROR",
@@ -71,6 +76,7 @@ __all__ = [
     "LOG_WARN",
     "AbiMismatchError",
     "AlreadyRunningError",
+    "BridgeNotFoundError",
     "ClosedError",
     "Companion",
     "CompanionError",
@@ -93,6 +99,7 @@ __all__ = [
     "RefuseDiff",
     "RefusedError",
     "UNSET",
+    "bridge_path",
     "error_class",
     "library_version",
     "load_library",

@@ -498,6 +498,13 @@ def _package_dir():
     return os.path.dirname(os.path.abspath(__file__))
 
 
+def bundled_dir():
+    # type: () -> str
+    """``qwen_companion/_lib``: where a platform wheel puts the library and
+    ``qc-mcp-bridge`` (absent in a source checkout)."""
+    return os.path.join(_package_dir(), "_lib")
+
+
 def _repo_candidates(name):
     # type: (str) -> List[str]
     """``target/release`` and ``target/debug`` of the repository this package
@@ -535,6 +542,7 @@ def candidate_paths(path=None):
         out.append(("$" + LIBRARY_ENV, env, True))
         return out
     pkg = _package_dir()
+    out.append(("bundled with the package", os.path.join(bundled_dir(), name), False))
     out.append(("package directory", os.path.join(pkg, name), False))
     out.append(("next to the package", os.path.join(os.path.dirname(pkg), name), False))
     out.append(("system loader", name, False))
@@ -643,8 +651,9 @@ def load(path=None):
     # type: (Optional[PathLike]) -> Library
     """Finds, loads and checks the library (cached per resolved path).
 
-    Order: ``path``, ``$QWEN_COMPANION_LIB``, the package directory and its
-    parent, the platform name through the system loader, then (when this
+    Order: ``path``, ``$QWEN_COMPANION_LIB``, the copy bundled in a platform
+    wheel (``qwen_companion/_lib/``), the package directory and its parent,
+    the platform name through the system loader, then (when this
     package sits inside the source repository) ``target/release`` and
     ``target/debug``. Raises :class:`LibraryLoadError` (or
     :class:`AbiMismatchError`) with every place tried.
@@ -676,10 +685,47 @@ def load(path=None):
             _loaded[key] = lib
             return lib
     raise LibraryLoadError(
-        "cannot find the qwen-companion library {}; set {} or pass its path. Tried:\n  {}".format(
+        "cannot find the qwen-companion library {}; install the platform wheel "
+        "(pip install qwen_companion-<version>-py3-none-<platform>.whl), or build it "
+        "(cargo build --release in the repository), or set {} or pass its path. Tried:\n  {}".format(
             platform_library_name(), LIBRARY_ENV, "\n  ".join(tried)
         )
     )
+
+
+#: Environment variable naming the ``qc-mcp-bridge`` executable.
+BRIDGE_ENV = "QWEN_COMPANION_BRIDGE"
+
+
+class BridgeNotFoundError(OSError):
+    """No ``qc-mcp-bridge`` executable where :func:`bridge_path` looked."""
+
+
+def bridge_path(library=None):
+    # type: (Optional[PathLike]) -> str
+    """The absolute path of the ``qc-mcp-bridge`` executable that goes with
+    the library: ``$QWEN_COMPANION_BRIDGE``, else the bridge next to the
+    library :func:`load` finds for ``library`` (in an installed wheel:
+    ``qwen_companion/_lib/``). Raises :class:`BridgeNotFoundError` naming
+    the place it looked when there is no executable file there."""
+    name = platforms.bridge_file_name()
+    env = os.environ.get(BRIDGE_ENV)
+    if env:
+        path, what = os.path.abspath(env), "$" + BRIDGE_ENV
+    else:
+        lib = load(library)
+        lib_path = lib.path
+        if not (os.path.sep in lib_path or (os.altsep and os.altsep in lib_path)):
+            raise BridgeNotFoundError(
+                "the qwen-companion library was loaded by name ({}) through the system loader, so "
+                "the folder of {} is unknown: set {} or load the library by path".format(lib_path, name, BRIDGE_ENV)
+            )
+        path, what = os.path.join(os.path.dirname(os.path.abspath(lib_path)), name), "next to " + lib_path
+    if not os.path.isfile(path):
+        raise BridgeNotFoundError("{} not found at {} ({})".format(name, path, what))
+    if sys.platform != "win32" and not os.access(path, os.X_OK):
+        raise BridgeNotFoundError("{} ({}) is not executable (chmod +x it)".format(path, what))
+    return path
 
 
 # --------------------------------------------------------------------------

@@ -365,7 +365,43 @@ impl Bridge {
     }
 }
 
+/// `--version` and `--help` answer and exit 0 (installers and bindings check
+/// the bridge they unpacked this way). The settings.json entry starts the
+/// bridge as `qc-mcp-bridge plugins` (the one server it relays to); no
+/// argument means the same. Anything else is refused with status 2.
+fn answer_arguments() {
+    let Some(arg) = std::env::args_os().nth(1) else {
+        return;
+    };
+    match arg.to_str() {
+        Some("plugins") => {}
+        Some("--version" | "-V") => {
+            println!("qc-mcp-bridge {}", env!("CARGO_PKG_VERSION"));
+            std::process::exit(0);
+        }
+        Some("--help" | "-h") => {
+            println!(
+                "qc-mcp-bridge {}: the stdio MCP server Qwen Code starts for the \
+                 qwen-companion-plugins entry of settings.json. It relays to the plugin \
+                 MCP server of the IDE running for the current directory.\n\n\
+                 usage: qc-mcp-bridge [plugins]  (started by Qwen Code, stdio)\n       \
+                 qc-mcp-bridge --version\n       qc-mcp-bridge --help",
+                env!("CARGO_PKG_VERSION")
+            );
+            std::process::exit(0);
+        }
+        _ => {
+            eprintln!(
+                "qc-mcp-bridge: unknown argument {:?} (Qwen Code starts the bridge as `qc-mcp-bridge plugins`; try --help)",
+                arg
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
+    answer_arguments();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let dir = match default_lock_dir() {
         Ok(d) => d,
