@@ -327,3 +327,27 @@ def test_install_puts_this_machines_library_and_the_binding_in_lib(tmp_path):
     assert (pkg / "stale.txt").exists()  # a failed install leaves the old one alone
     out = run_packager("--install", str(tmp_path / "Packages"), "--library", lib)
     assert out.returncode == 0 and not (pkg / "stale.txt").exists()
+
+
+# -- what scripts/dist.sh packaged --------------------------------------------------
+
+
+def test_dist_has_the_sublime_package(zf):
+    """scripts/dist.sh ran package.py into DIST/sublime/: the same files, a
+    valid repository.json naming the asset of that version."""
+    dist = _env("QC_DIST_DIR")
+    folder = os.path.join(dist, "sublime")
+    assert os.path.isfile(os.path.join(folder, "QwenCompanion.sublime-package")), \
+        "{} has no QwenCompanion.sublime-package: run bash scripts/dist.sh".format(folder)
+    with zipfile.ZipFile(os.path.join(folder, "QwenCompanion.sublime-package")) as theirs:
+        assert theirs.namelist() == zf.namelist()
+        for name in zf.namelist():
+            assert theirs.read(name) == zf.read(name), name
+    with open(os.path.join(folder, "repository.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    assert schema_problems(doc) == []
+    (release,) = doc["packages"][0]["releases"]
+    with open(os.path.join(dist, "VERSION")) as f:
+        version = f.read().strip()
+    assert release["version"] == version
+    assert release["url"].endswith("/QwenCompanion.sublime-package") and version in release["url"]
