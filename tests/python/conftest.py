@@ -10,8 +10,17 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-BINDING_DIR = os.path.join(REPO, "bindings", "python")
-SUBLIME_PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
+#: $QC_SUBLIME_PACKAGE_DIR: the Sublime tests run against that installed
+#: release package (tests/sublime/run.sh: the package as Package Control
+#: unpacks it), with its own binding (lib/) and the library it ships for this
+#: machine; otherwise against examples/sublime/QwenCompanion and bindings/python.
+PACKAGED = bool(os.environ.get("QC_SUBLIME_PACKAGE_DIR"))
+if PACKAGED:
+    SUBLIME_PACKAGE_DIR = os.path.abspath(os.environ["QC_SUBLIME_PACKAGE_DIR"])
+    BINDING_DIR = os.path.join(SUBLIME_PACKAGE_DIR, "lib")
+else:
+    SUBLIME_PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
+    BINDING_DIR = os.path.join(REPO, "bindings", "python")
 
 # Installed-package mode (tests/python/run_wheel.sh): QC_TEST_INSTALLED=1
 # tests the qwen_companion that a platform wheel installed into this
@@ -26,6 +35,13 @@ for _p in ((HERE,) if INSTALLED else (BINDING_DIR, HERE)):
 # Never touch the real ~/.qwen: a companion created without lockDir lands
 # under this throwaway QWEN_HOME (set before any library call).
 os.environ["QWEN_HOME"] = tempfile.mkdtemp(prefix="qc-pytest-qwen-home-")
+
+if PACKAGED:
+    # As in Sublime Text, the plugin and these tests share one binding: the
+    # package's own QwenCompanion.lib.qwen_companion (also as qwen_companion).
+    from sublime_package import shared_binding  # noqa: E402
+
+    shared_binding()
 
 import qwen_companion  # noqa: E402
 
@@ -63,7 +79,28 @@ def wait_for(predicate, timeout=10.0, interval=0.01):
     return predicate()
 
 
+def _packaged_lib_path():
+    """The library the installed package ships for this machine (its
+    lib/platforms.json, as the plugin picks it)."""
+    import json
+    import platform
+
+    with open(os.path.join(SUBLIME_PACKAGE_DIR, "lib", "platforms.json"), encoding="utf-8") as f:
+        table = json.load(f)["platforms"]
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine().lower(), "x32")
+    system = {"darwin": "osx", "win32": "windows"}.get(sys.platform, "linux")
+    for name in (system + "-" + machine, system):
+        if name in table:
+            return os.path.join(SUBLIME_PACKAGE_DIR, "lib", name, table[name]["library"])
+    return os.path.join(SUBLIME_PACKAGE_DIR, "lib", "(none for {}-{})".format(system, machine))
+
+
 def _default_lib_path():
+    if PACKAGED:
+        if os.environ.get("QWEN_COMPANION_LIB"):
+            raise RuntimeError("QC_SUBLIME_PACKAGE_DIR tests load the package's own library: unset QWEN_COMPANION_LIB")
+        return _packaged_lib_path()
     if INSTALLED:
         return os.path.join(PACKAGE_DIR, "_lib", qwen_companion._native.platform_library_name())
     env = os.environ.get("QWEN_COMPANION_LIB")
@@ -78,6 +115,8 @@ LIB_PATH = _default_lib_path()
 @pytest.fixture(scope="session")
 def lib_path():
     if not os.path.exists(LIB_PATH):
+        if PACKAGED:
+            pytest.fail("the package ships no library for this machine: {}".format(LIB_PATH))
         if INSTALLED:
             pytest.fail("the installed wheel has no library: {}".format(LIB_PATH))
         pytest.fail("library not built: {} (run cargo build --release)".format(LIB_PATH))

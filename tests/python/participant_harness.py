@@ -9,9 +9,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-PACKAGE_DIR = os.path.join(REPO, "examples", "sublime", "QwenCompanion")
+#: $QC_SUBLIME_PACKAGE_DIR: an installed release package with its binding in lib/ (conftest.py).
+PACKAGED = os.environ.get("QC_SUBLIME_PACKAGE_DIR")
+PACKAGE_DIR = os.path.abspath(PACKAGED or os.path.join(REPO, "examples", "sublime", "QwenCompanion"))
 STUBS = os.path.join(HERE, "stubs")
-BINDING_DIR = os.path.join(REPO, "bindings", "python")
+BINDING_DIR = os.path.join(PACKAGE_DIR, "lib") if PACKAGED else os.path.join(REPO, "bindings", "python")
 for _p in (HERE, STUBS, BINDING_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)

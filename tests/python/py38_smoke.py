@@ -16,7 +16,11 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(REPO, "bindings", "python"), os.path.join(HERE, "stubs")]
+#: $QC_SUBLIME_PACKAGE_DIR (tests/sublime/run.sh): the installed release package,
+#: its binding (lib/) and the library it ships, which the plugin finds itself.
+PACKAGED = os.environ.get("QC_SUBLIME_PACKAGE_DIR")
+BINDING_DIR = os.path.join(os.path.abspath(PACKAGED), "lib") if PACKAGED else os.path.join(REPO, "bindings", "python")
+sys.path[:0] = [BINDING_DIR, os.path.join(HERE, "stubs")]
 
 import qwen_companion as qc  # noqa: E402
 
@@ -134,13 +138,16 @@ def run(lib, tmp):
     import sublime
 
     s = sublime.load_settings("QwenCompanion.sublime-settings")
-    s.set("library_path", lib)
+    if not PACKAGED:
+        s.set("library_path", lib)
     s.set("lock_dir", lock_dir)
     window = sublime.Editor().new_window([ws])
     sys.path.insert(0, HERE)
     from sublime_package import load_package  # the package imported as Sublime Text does
 
     plugin = load_package(only=("plugin",)).plugin
+    if PACKAGED:  # the library the package ships for this machine, found by the plugin
+        assert plugin.library_path() == os.path.abspath(lib), (plugin.library_path(), lib)
     plugin.plugin_loaded()
     wc = plugin._companions[window.id()]
     host = plugin.plugin_host()  # the plugin host and its MCP server start on 3.8 too

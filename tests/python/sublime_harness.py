@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import HERE, SUBLIME_PACKAGE_DIR
+from conftest import HERE, PACKAGED, SUBLIME_PACKAGE_DIR
 
 STUBS = os.path.join(HERE, "stubs")
 if STUBS not in sys.path:
@@ -100,7 +100,8 @@ class St:
 def st(lib_path, lock_dir, workspace):
     sublime.reset()
     s = sublime.load_settings("QwenCompanion.sublime-settings")
-    s.set("library_path", lib_path)
+    if not PACKAGED:  # an installed package finds the library it ships itself
+        s.set("library_path", lib_path)
     s.set("lock_dir", lock_dir)
     s.set("debounce_ms", 5)
     s.set("max_wait_ms", 20)

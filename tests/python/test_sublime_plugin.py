@@ -649,58 +649,6 @@ def test_plugin_finds_the_binding(binding_path, tmp_path):
     assert out.stdout.strip() == BINDING_DIR
 
 
-INSTALLED_CHECK = r"""
-import os, sys
-sys.path.insert(0, {here!r})
-from sublime_package import load_package
-import sublime
-path_before = list(sys.path)
-plugin = load_package({package!r}, only=("plugin",)).plugin
-qc = plugin.import_binding()
-print(os.path.abspath(qc.__file__))
-print(os.path.abspath(qc.load_library().path))
-print(qc.__name__)
-print(sys.path == path_before and "qwen_companion" not in sys.modules)
-"""
-
-
-def test_install_script_ships_binding_library_and_bridge_in_lib(lib_path, tmp_path):
-    packages = tmp_path / "Packages"
-    env = dict(os.environ, QWEN_COMPANION_LIB=lib_path)
-    subprocess.run(
-        ["bash", os.path.join(os.path.dirname(SUBLIME_PACKAGE_DIR), "install.sh"), str(packages)],
-        check=True,
-        env=env,
-        stdout=subprocess.PIPE,
-    )
-    pkg = packages / "QwenCompanion"
-    for name in ("plugin.py", ".python-version", "QwenCompanion.sublime-settings", "Default.sublime-keymap",
-                 "Default (OSX).sublime-keymap", "Main.sublime-menu", "qwen_core/host.py", "lib/__init__.py"):
-        assert (pkg / name).is_file(), name
-    assert (pkg / ".python-version").read_text().strip() == "3.8"
-    bridge = pkg / "lib" / "qc-mcp-bridge"
-    assert bridge.is_file() and os.access(str(bridge), os.X_OK)
-    assert not (pkg / "vendor").exists()
-
-    env.pop("QWEN_COMPANION_LIB")
-    env.pop("PYTHONPATH", None)
-    code = INSTALLED_CHECK.format(here=HERE, package=str(pkg))
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=str(tmp_path),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        universal_newlines=True,
-    )
-    assert out.returncode == 0, out.stderr
-    binding_file, library, name, private = out.stdout.split()
-    assert binding_file == str(pkg / "lib" / "qwen_companion" / "__init__.py")
-    assert library == str(pkg / "lib" / os.path.basename(lib_path))
-    # the package's own subpackage: nothing on the global sys.path
-    assert name == "QwenCompanion.lib.qwen_companion" and private == "True"
-
-
 # -- issue 12: UTF-16 columns ---------------------------------------------------
 
 EMOJI_LINE = "s = '\U0001F600\U0001F600' + 'x'  # caret after the emoji\n"

@@ -154,7 +154,7 @@ def _make_participant(window, snap):
         held_expiry=snap["expiry"],
         from_mode=from_mode,
         folders=folders,
-        library=snap["library"] or None,
+        library=snap["library"] or _core().library_path(),
         config=config,
         label=wid,
     )

@@ -107,6 +107,24 @@ def import_binding():
     return _qc
 
 
+#: The last MissingLibraryError shown: a window's events retry quietly after it.
+_library_problem = [None]
+
+
+def library_path(s=None):
+    """The native library to load: the ``library_path`` setting; else None
+    when ``$QWEN_COMPANION_LIB`` is set (the binding reads it) or the package
+    ships no library (a development checkout: the binding searches); else
+    the one the package ships for this machine (``lib/<platform>/``). Raises
+    ``MissingLibraryError`` when the package has none for this machine."""
+    configured = (s or settings()).get("library_path")
+    if configured:
+        return os.path.expanduser(configured)
+    if os.environ.get("QWEN_COMPANION_LIB"):
+        return None
+    return _binding_mod.bundled_library(PACKAGE_DIR, sublime.platform(), _binding_mod.host_arch(sublime))
+
+
 # --------------------------------------------------------------------------
 # helpers
 
@@ -313,7 +331,7 @@ class WindowCompanion(object):
             close_diff=self._on_close_diff,
             log=self._on_log,
             log_level=max(1, min(5, self.log_level)),
-            library=s.get("library_path") or None,
+            library=library_path(s),
             **self.config
         )
         self.env = self.companion.terminal_env()  # kept current by refresh_roots
@@ -663,10 +681,17 @@ def companion_for(window, create=True):
 def _new_companion(window):
     """A new WindowCompanion, or None (the error logged, and shown once)."""
     try:
-        return WindowCompanion(window)
+        wc = WindowCompanion(window)
+    except _binding_mod.MissingLibraryError as e:  # said once, not at every event of every window
+        if _library_problem[0] != str(e):
+            _library_problem[0] = str(e)
+            _hosts.fail(str(e))
+        return None
     except Exception as e:  # binding, library or settings problem
         _hosts.fail("cannot start for window {}: {}".format(window.id(), e))
         return None
+    _library_problem[0] = None
+    return wc
 
 
 def _register(wc):
@@ -790,7 +815,8 @@ def _poll(generation):
 # --------------------------------------------------------------------------
 # seams for the package's other modules (``from . import plugin as core``)
 
-_hosts = _host_mod.PluginHostManager(lambda: import_binding(), lambda: settings(), lambda m: log(m))
+_hosts = _host_mod.PluginHostManager(lambda: import_binding(), lambda: settings(), lambda m: log(m),
+                                     library=lambda s: library_path(s))
 
 
 def all_folders():
@@ -1101,6 +1127,7 @@ def settings_changed():
         _hosts.reset()
         plugin_host(create=True)
     if companion_now != companion_was:
+        _library_problem[0] = None
         changed = sorted(k for k in COMPANION_KEYS if companion_now[k] != companion_was[k])
         log("{} changed: restarting the companions".format(", ".join(changed)))
         for window in sublime.windows():
@@ -1226,6 +1253,7 @@ class QwenCompanionRestartCommand(sublime_plugin.WindowCommand):
     plugin host if it failed to start."""
 
     def run(self):
+        _library_problem[0] = None
         close_window_companion(self.window.id())
         start_companion(self.window)
         if plugin_host(create=False) is None:

@@ -78,6 +78,14 @@ def platform():
     return "linux"
 
 
+def arch():
+    """``x64``, ``arm64`` or ``x32``, like Sublime Text's, for this machine."""
+    import platform as _platform
+
+    machine = _platform.machine().lower()
+    return {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, "x32")
+
+
 def set_timeout(fn, delay=0):
     _timeouts.put((time.monotonic() + delay / 1000.0, fn))
 

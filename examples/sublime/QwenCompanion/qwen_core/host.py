@@ -27,6 +27,7 @@ import threading
 
 import sublime
 
+from . import binding as _binding_mod
 
 
 def bridge_name(qc):
@@ -101,10 +102,12 @@ class PluginHostManager(object):
     package settings, ``log(message)`` prints to the console.
     """
 
-    def __init__(self, binding, settings, log):
+    def __init__(self, binding, settings, log, library=None):
         self._binding = binding
         self._settings = settings
         self._log = log
+        # library(settings) -> the native library's path (None: the binding's search)
+        self._library = library or (lambda s: s.get("library_path") or None)
         self._lock = threading.RLock()
         self.host = None
         self.mcp = None  # mcp_info() of the running MCP server
@@ -129,6 +132,13 @@ class PluginHostManager(object):
                 return None
             try:
                 self.host = self._start(list(folders))
+            except _binding_mod.MissingLibraryError as e:  # the companions say the same: once
+                self._failed = True
+                if str(e) in self._shown:
+                    self.error = str(e)
+                else:
+                    self.fail(str(e))
+                return None
             except Exception as e:
                 self._failed = True
                 self.fail("cannot start the plugin host: {}".format(e))
@@ -202,7 +212,7 @@ class PluginHostManager(object):
             kwargs["node"] = os.path.expanduser(s.get("node_path"))
         if folders:
             kwargs["workspace_root"] = folders[0]
-        library = s.get("library_path") or None
+        library = self._library(s)
         host = qc.PluginHost(library=library, **kwargs)
         try:
             with self._lock:
