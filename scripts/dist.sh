@@ -161,6 +161,8 @@ done
 
 # ---------------------------------------------------------------- packages
 if [ $packages = 1 ]; then
+  QC_RELEASE_BASE_URL=$(dist_release_base_url)
+  export QC_RELEASE_BASE_URL
   for p in "${DIST_PACKAGERS[@]}"; do
     name=${p%%:*}; cmd=${p#*:}
     say "package $name: $cmd"

@@ -60,6 +60,7 @@ suite cross-check bash scripts/cross-check.sh
 suite c-demo bash tests/c/run_demo_asan.sh
 suite python bash tests/python/run.sh
 suite python-wheel bash tests/python/run_wheel.sh
+suite sublime-package bash tests/sublime/run.sh
 suite kotlin bash bindings/kotlin/run-tests.sh
 suite neovim bash tests/neovim/run.sh
 suite e2e-real-cli bash tests/e2e/run_e2e.sh

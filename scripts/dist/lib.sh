@@ -76,3 +76,21 @@ dist_zig_venv() {
     || { echo "dist: pip install -r scripts/dist/tools.txt failed" >&2; return 1; }
   echo "$want" >"$stamp"
 }
+
+# Where the release's files are published: the https base URL of a GitHub
+# release ({version} stands for the version), for the files that name it
+# (the Sublime repository.json). $QC_RELEASE_BASE_URL, else taken from the
+# checkout's GitHub `origin`, else the project's placeholder account OWNER
+# (said on stderr: set QC_RELEASE_BASE_URL before publishing).
+dist_release_base_url() {
+  if [ -n "${QC_RELEASE_BASE_URL:-}" ]; then echo "$QC_RELEASE_BASE_URL"; return; fi
+  local origin repo
+  origin=$(git -C "$dist_root" remote get-url origin 2>/dev/null || true)
+  repo=$(printf '%s' "$origin" | sed -n -E 's#^(https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+/[^/]+)$#\2#p' | sed 's/\.git$//')
+  if [ -n "$repo" ]; then
+    echo "https://github.com/$repo/releases/download/v{version}"
+  else
+    echo "dist: origin '${origin:-none}' is not on GitHub: the Sublime repository.json points at OWNER/qwen-companion (set QC_RELEASE_BASE_URL)" >&2
+    echo "https://github.com/OWNER/qwen-companion/releases/download/v{version}"
+  fi
+}
