@@ -109,7 +109,10 @@ name = "linux-" + {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), 
 print(os.path.join(pkg, "lib", name, table[name]["library"]))
 PY
 )
-  env -u PYTHONPATH -u PYTHONHOME QC_SUBLIME_PACKAGE_DIR=$pkg timeout 120 "$py38" tests/python/py38_smoke.py "$lib"
+  # Its own HOME: the smoke test starts a plugin host under ~/.qwen.
+  mkdir -p "$work/home"
+  env -u PYTHONPATH -u PYTHONHOME -u QWEN_HOME HOME="$work/home" QC_SUBLIME_PACKAGE_DIR=$pkg \
+    timeout 120 "$py38" tests/python/py38_smoke.py "$lib"
 else
   echo "== sublime: no Python 3.8 here (\$QC_PYTHON38): vermin above checked the 3.8 syntax"
 fi
