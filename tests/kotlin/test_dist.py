@@ -15,6 +15,7 @@ built from the native builds of scripts/dist.sh in $QC_DIST_DIR (default target/
 
 Prints "kotlin-dist: N passed, M failed"; exit status 1 when something failed.
 """
+import atexit
 import hashlib
 import os
 import re
@@ -101,6 +102,7 @@ TRIPLES = sorted(t for t in os.listdir(native) if t in TARGETS)
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 TMP = tempfile.mkdtemp(prefix="qc-kt-dist-test.")
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def build(*args, **kw):
@@ -351,5 +353,4 @@ def _():
         check(named <= classes, "plugin.xml names classes the jar lacks: %s" % sorted(named - classes))
 
 
-shutil.rmtree(TMP, ignore_errors=True)
 finish()
