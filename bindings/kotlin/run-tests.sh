@@ -17,9 +17,11 @@
 #   qwen-companion-kotlin.jar   the binding (needs jna.jar + kotlin-stdlib at run time)
 #   tests.jar                   the IntelliJ core + the test program
 #   ij-glue/                    the IntelliJ glue type-checked against API stubs (not a plugin)
+#   dist-test/                  the "dist" suite's jar and IntelliJ zip (build-dist.sh output)
 # Environment: KOTLINC (default kotlinc), JAVA (default java),
 #   QC_KOTLIN_REBUILD=1 to recompile even when the jars are newer than the sources,
-#   QC_KOTLIN_LIB (the library to test; default target/release/libqwen_companion.so).
+#   QC_KOTLIN_LIB (the library to test; default target/release/libqwen_companion.so),
+#   QC_DIST_DIR (the dist folder the "dist" suite packs; default target/dist).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
