@@ -171,6 +171,15 @@ def _():
         check(len([k for k in index if k != "version"]) == 2 * len(TRIPLES), "index entries %s" % sorted(index))
 
 
+@test("packing is reproducible: the jar's own classes and the same natives give the same bytes")
+def _():
+    again = os.path.join(TMP, "again.jar")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bindings", "kotlin", "pack_dist.py"), "jar", native, VERSION, JAR, again],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, "pack_dist.py: %s" % r.stderr)
+    check(read(again) == read(JAR), "a second packing differs")
+
+
 HOME = os.path.join(TMP, "home")
 CWD = os.path.join(TMP, "cwd")
 os.makedirs(HOME)
