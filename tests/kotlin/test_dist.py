@@ -248,6 +248,28 @@ def _():
     check((snapshot(lib), snapshot(BRIDGE)) == before, "rewritten")
 
 
+@test("library folders of other releases unused for 30 days are removed; recent ones, other names and the own one stay")
+def _():
+    import time
+    libroot = os.path.dirname(os.path.dirname(state["lib"]))
+    now = time.time()
+    made = {}
+    for name, age_days in (("0123456789abcdef", 40), ("fedcba9876543210", 20), ("keep-me", 40)):
+        d = os.path.join(libroot, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "libqwen_companion.so"), "w") as f:
+            f.write("old")
+        os.utime(d, (now - age_days * 86400, now - age_days * 86400))
+        made[name] = d
+    own = os.path.dirname(state["lib"])
+    os.utime(own, (now - 40 * 86400, now - 40 * 86400))
+    probe()
+    check(sorted(os.listdir(libroot)) == sorted([os.path.basename(own), "fedcba9876543210", "keep-me"]), "lib holds %s" % os.listdir(libroot))
+    check(os.path.getmtime(own) > now - 60, "the folder in use was not marked as used")
+    for d in made.values():
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @test("a corrupted bridge or library (same mode) is replaced, not reused")
 def _():
     lib = state["lib"]

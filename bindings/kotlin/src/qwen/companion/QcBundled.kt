@@ -89,7 +89,8 @@ object QcBundled {
     /**
      * Copies this platform's library out of the jar (once per content) into
      * `<qwen home>/companion/lib/<first 16 hex of its SHA-256>/` and returns
-     * the file, ready for `Native.load`.
+     * the file, ready for `Native.load`. Folders of other releases unused for
+     * [UNUSED_LIBRARY_DAYS] days are removed.
      *
      * @throws IOException when the jar has no library for this platform
      *   (the message lists the ones it has) or the copy fails.
@@ -98,9 +99,34 @@ object QcBundled {
     fun extractLibrary(): File {
         val name = QcPlatform.libraryFileName()
         val digest = digestOf(name) ?: throw missing("library $name")
-        val dir = File(File(companionDir(), "lib"), digest.substring(0, 16))
-        return installFile(File(dir, name), digest, { open(name) })
+        val root = File(companionDir(), "lib")
+        val dir = File(root, digest.substring(0, 16))
+        val lib = installFile(File(dir, name), digest, { open(name) })
+        dir.setLastModified(System.currentTimeMillis()) // in use: never "unused" for pruneLibraries
+        pruneLibraries(root, dir.name)
+        return lib
     }
+
+    /** How long a `companion/lib/<digest>` folder no JVM has used is kept: 30 days. */
+    const val UNUSED_LIBRARY_DAYS = 30L
+
+    /**
+     * Removes the `<digest>` folders of [root] other than [keep] that no JVM has used for
+     * [UNUSED_LIBRARY_DAYS] (releases replaced since), best effort: a file still loaded on
+     * Windows stays until a later run. Links and other names are left alone.
+     */
+    private fun pruneLibraries(root: File, keep: String) {
+        val cutoff = System.currentTimeMillis() - UNUSED_LIBRARY_DAYS * 24 * 3600 * 1000
+        for (d in root.listFiles() ?: return) {
+            val p = d.toPath()
+            if (d.name == keep || !DIGEST16.matches(d.name) || !Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS)) continue
+            if (d.lastModified() >= cutoff) continue
+            d.listFiles()?.forEach { f -> if (Files.isRegularFile(f.toPath(), LinkOption.NOFOLLOW_LINKS)) f.delete() }
+            d.delete()
+        }
+    }
+
+    private val DIGEST16 = Regex("[0-9a-f]{16}")
 
     /**
      * Copies this platform's `qc-mcp-bridge` out of the jar into [dir]
