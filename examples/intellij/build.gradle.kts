@@ -6,7 +6,6 @@
 // See README.md (this file cannot be exercised in the repository's CI: no Gradle/IntelliJ SDK download there;
 // the CI builds the same zip with bindings/kotlin/build-dist.sh instead).
 
-import org.gradle.api.provider.Provider
 import java.io.File
 
 plugins {
@@ -29,10 +28,12 @@ repositories {
 // `bash scripts/dist.sh` writes). It holds the binding's classes and, under JNA's resource prefixes
 // (linux-x86-64/, linux-aarch64/, darwin-aarch64/, darwin-x86-64/, win32-x86-64/), each platform's
 // library and bridge; the binding copies the running platform's pair out of it.
-val distDir: Provider<String> = providers.environmentVariable("QC_DIST_DIR")
-    .orElse(layout.projectDirectory.dir("../../target/dist").asFile.path)
-val pluginVersion = version.toString()
-val bindingJar: Provider<File> = distDir.map { File(it, "kotlin/qwen-companion-kotlin-$pluginVersion.jar") }
+// (Plain values, resolved when the build is configured: nothing here captures the script object,
+// which the configuration cache could not store.)
+val distDir: String = providers.environmentVariable("QC_DIST_DIR")
+    .orElse(layout.projectDirectory.dir("../../target/dist").asFile.path).get()
+val pluginVersion: String = version.toString()
+val bindingJar: File = file("$distDir/kotlin/qwen-companion-kotlin-$pluginVersion.jar") // relative: to examples/intellij
 
 dependencies {
     // Bundled in the plugin's lib/ next to the plugin's own jar.
@@ -68,7 +69,7 @@ val checkBindingJar by tasks.registering {
     val jar = bindingJar
     val v = pluginVersion
     doLast {
-        val f = jar.get()
+        val f = jar
         if (!f.isFile) {
             throw GradleException(
                 "$f is missing: run `bash scripts/dist.sh` from the repository root (every platform), or " +
