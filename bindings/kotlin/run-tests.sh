@@ -8,14 +8,20 @@
 #                                           # (intellij-ui, intellij-sessions: parts of intellij)
 #   bindings/kotlin/run-tests.sh docs       # only compile the Kotlin examples of the Markdown
 #                                           # files (tests/docs/examples.py; also part of "everything")
+#   bindings/kotlin/run-tests.sh dist       # only the distribution jar + IntelliJ zip built by
+#                                           # build-dist.sh from $QC_DIST_DIR (default target/dist,
+#                                           # made by scripts/dist.sh), run from the jar alone
+#                                           # (tests/kotlin/test_dist.py; also part of "everything")
 #
 # Outputs go to target/kotlin/:
 #   qwen-companion-kotlin.jar   the binding (needs jna.jar + kotlin-stdlib at run time)
 #   tests.jar                   the IntelliJ core + the test program
 #   ij-glue/                    the IntelliJ glue type-checked against API stubs (not a plugin)
+#   dist-test/                  the "dist" suite's jar and IntelliJ zip (build-dist.sh output)
 # Environment: KOTLINC (default kotlinc), JAVA (default java),
 #   QC_KOTLIN_REBUILD=1 to recompile even when the jars are newer than the sources,
-#   QC_KOTLIN_LIB (the library to test; default target/release/libqwen_companion.so).
+#   QC_KOTLIN_LIB (the library to test; default target/release/libqwen_companion.so),
+#   QC_DIST_DIR (the dist folder the "dist" suite packs; default target/dist).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -128,7 +134,19 @@ if [ "${1:-}" = "" ] || [ "${1:-}" = docs ]; then
     fi
 fi
 
-# 7. Run. The library is found through jna.library.path (the binding's
+# 7. The distribution: build-dist.sh packs $QC_DIST_DIR/native (reusing the
+#    classes compiled above) and test_dist.py runs the jar with nothing else.
+run_dist() {
+    local env=(QC_KT_BINDING_JAR="$BINDING_JAR")
+    if [ -f "$GLUE_STAMP" ] && [ -d "$OUT/ij-glue/qwen/companion/intellij" ]; then env+=(QC_KT_PLUGIN_CLASSES="$OUT/ij-glue"); fi
+    env "${env[@]}" JAVA="$JAVA" timeout 900 python3 tests/kotlin/test_dist.py
+}
+if [ "${1:-}" = dist ]; then
+    run_dist
+    exit $?
+fi
+
+# 8. Run. The library is found through jna.library.path (the binding's
 #    default lookup); qc.test.lib is only used by the explicit-path test.
 log "running (library $LIB)"
 set +e
@@ -140,4 +158,8 @@ timeout 300 "$JAVA" \
 rc=$?
 set -e
 if [ $rc -eq 124 ]; then echo "kotlin: 0 passed, 1 failed (timeout)"; fi
+if [ "${1:-}" = "" ]; then
+    log "testing the distribution jar and IntelliJ zip"
+    run_dist || rc=1
+fi
 exit $rc

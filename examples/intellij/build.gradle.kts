@@ -1,8 +1,12 @@
 // IntelliJ Platform plugin for qwen-companion (IntelliJ Platform Gradle Plugin 2.x).
 // Build: ./gradlew buildPlugin  ->  build/distributions/qwen-companion-intellij-<version>.zip
-// See README.md (this file cannot be exercised in the repository's CI: no Gradle/IntelliJ SDK download there).
+// The plugin uses the binding's distribution jar, qwen-companion-kotlin-<version>.jar, which carries
+// every platform's library and qc-mcp-bridge (bindings/kotlin/build-dist.sh, run by scripts/dist.sh),
+// so one zip serves Linux, macOS and Windows.
+// See README.md (this file cannot be exercised in the repository's CI: no Gradle/IntelliJ SDK download there;
+// the CI builds the same zip with bindings/kotlin/build-dist.sh instead).
 
-import org.gradle.api.provider.Provider
+import java.io.File
 
 plugins {
     id("java")
@@ -20,7 +24,20 @@ repositories {
     }
 }
 
+// The binding's distribution jar: $QC_DIST_DIR/kotlin (default ../../target/dist/kotlin, what
+// `bash scripts/dist.sh` writes). It holds the binding's classes and, under JNA's resource prefixes
+// (linux-x86-64/, linux-aarch64/, darwin-aarch64/, darwin-x86-64/, win32-x86-64/), each platform's
+// library and bridge; the binding copies the running platform's pair out of it.
+// (Plain values, resolved when the build is configured: nothing here captures the script object,
+// which the configuration cache could not store.)
+val distDir: String = providers.environmentVariable("QC_DIST_DIR")
+    .orElse(layout.projectDirectory.dir("../../target/dist").asFile.path).get()
+val pluginVersion: String = version.toString()
+val bindingJar: File = file("$distDir/kotlin/qwen-companion-kotlin-$pluginVersion.jar") // relative: to examples/intellij
+
 dependencies {
+    // Bundled in the plugin's lib/ next to the plugin's own jar.
+    implementation(files(bindingJar))
     intellijPlatform {
         // IntelliJ IDEA Community 2024.3 (build 243) as the compile target; the plugin
         // declares since-build 243 and no until-build. (Plugin 2.9+ prefers
@@ -29,17 +46,12 @@ dependencies {
         // LocalTerminalCustomizer (optional dependency, see plugin.xml / qwen-terminal.xml).
         bundledPlugin("org.jetbrains.plugins.terminal")
     }
-    // JNA and the Kotlin stdlib come with the IDE: nothing else to bundle.
+    // JNA and the Kotlin stdlib come with the IDE (every plugin gets them): nothing else to bundle.
 }
 
 kotlin {
-    // Java 21 (what IntelliJ 2024.3 runs on) for the plugin and the binding it
-    // compiles in; the binding needs at least Java 9 (java.lang.ref.Cleaner).
+    // Java 21 (what IntelliJ 2024.3 runs on) for the plugin; the binding jar is Java 11 bytecode.
     jvmToolchain(21)
-    // The Kotlin binding is compiled into the plugin from its sources.
-    sourceSets.named("main") {
-        kotlin.srcDir("../../bindings/kotlin/src")
-    }
 }
 
 intellijPlatform {
@@ -52,26 +64,22 @@ intellijPlatform {
     buildSearchableOptions = false
 }
 
-// The native library copied into the plugin as <plugin>/native/<System.mapLibraryName("qwen_companion")>
-// (libqwen_companion.so, libqwen_companion.dylib, qwen_companion.dll), built for the OS Gradle runs on:
-// $QWEN_COMPANION_LIB if set, else the workspace's release build (cargo build --release).
-val nativeLibrary: Provider<String> = providers.environmentVariable("QWEN_COMPANION_LIB")
-    .orElse(layout.projectDirectory.file("../../target/release/" + System.mapLibraryName("qwen_companion")).asFile.path)
-
-// The plugin tools' stdio bridge, next to the library as <plugin>/native/qc-mcp-bridge (qc-mcp-bridge.exe
-// on Windows, the name QcPlatform.bridgeFileName() gives): the plugin copies it to ~/.qwen/companion/bin/
-// (a path that survives plugin updates) and registers that copy.
-val bridgeFileName = if (System.getProperty("os.name").startsWith("Windows")) "qc-mcp-bridge.exe" else "qc-mcp-bridge"
-val mcpBridge: Provider<String> = providers.environmentVariable("QWEN_COMPANION_BRIDGE")
-    .orElse(layout.projectDirectory.file("../../target/release/$bridgeFileName").asFile.path)
-
-tasks {
-    prepareSandbox {
-        from(nativeLibrary) {
-            into(pluginName.map { "$it/native" })
-        }
-        from(mcpBridge) {
-            into(pluginName.map { "$it/native" })
+// A clear message instead of unresolved references when the binding's jar has not been built.
+val checkBindingJar by tasks.registering {
+    val jar = bindingJar
+    val v = pluginVersion
+    doLast {
+        val f = jar
+        if (!f.isFile) {
+            throw GradleException(
+                "$f is missing: run `bash scripts/dist.sh` from the repository root (every platform), or " +
+                    "`bindings/kotlin/build-dist.sh --native <folder of target folders> --version $v --out target/dist/kotlin` " +
+                    "(only the platforms you have built), or point QC_DIST_DIR at a dist folder"
+            )
         }
     }
+}
+
+tasks {
+    named("compileKotlin") { dependsOn(checkBindingJar) }
 }

@@ -1,5 +1,6 @@
 package qwen.companion.tests
 
+import qwen.companion.QcBundled
 import qwen.companion.QcPlatform
 import qwen.companion.QcPlatform.Os
 import qwen.companion.QcPlatform.Shell
@@ -12,6 +13,19 @@ import java.io.File
 /** QcPlatform: file names, shell lines and the pull-mode wait of every OS, by OS name (run on Linux). */
 fun platformTests(h: Harness, root: File) {
     h.group("binding: QcPlatform")
+
+    h.test("QcBundled.PREFIXES are the resource folders JNA computes for Linux, macOS and Windows on x86-64 and aarch64") {
+        // Platform.getNativeLibraryResourcePrefix(osType, os.arch, os.name) is package-private in JNA 5.13.
+        val m = com.sun.jna.Platform::class.java.getDeclaredMethod("getNativeLibraryResourcePrefix", Int::class.javaPrimitiveType, String::class.java, String::class.java)
+        m.isAccessible = true
+        val jna = listOf(
+            Triple(com.sun.jna.Platform.LINUX, "amd64", "Linux"), Triple(com.sun.jna.Platform.LINUX, "aarch64", "Linux"),
+            Triple(com.sun.jna.Platform.MAC, "aarch64", "Mac OS X"), Triple(com.sun.jna.Platform.MAC, "x86_64", "Mac OS X"),
+            Triple(com.sun.jna.Platform.WINDOWS, "amd64", "Windows 11")
+        ).map { (os, arch, name) -> m.invoke(null, os, arch, name) as String }
+        checkEq(QcBundled.PREFIXES, jna, "prefixes")
+        checkEq(QcBundled.prefix, com.sun.jna.Platform.RESOURCE_PREFIX, "this JVM")
+    }
 
     h.test("file names per OS") {
         checkEq(Os.values().map { QcPlatform.libraryFileName(it) }, listOf("libqwen_companion.so", "libqwen_companion.dylib", "qwen_companion.dll"), "library")

@@ -5,9 +5,11 @@ import qwen.companion.intellij.core.HostLog
 import qwen.companion.intellij.core.PluginHostManager
 import qwen.companion.intellij.core.PluginHostSettings
 import qwen.companion.intellij.core.PluginNotifier
+import qwen.companion.QcBundled
 import java.io.File
 import java.nio.file.Files
 import java.nio.file.attribute.BasicFileAttributes
+import java.nio.file.attribute.PosixFilePermissions
 import java.util.Collections
 
 private class ListLog : HostLog {
@@ -87,6 +89,27 @@ fun intellijPluginHostTests(h: Harness, root: File, libPath: String?) {
         BridgeInstaller.install(exe, dest, true, refuse)
         checkEq(running.readText(), "new", "replaced")
         checkEq(dest.list()!!.toList(), listOf("qc-mcp-bridge.exe"), "the old copy is removed once free")
+    }
+
+    h.test("QcBundled.installFile: user-only folder and file; a source that does not give the digest leaves the old file and no temporary") {
+        val dir = File(root, "verified")
+        val dest = File(dir, "tool")
+        val one = "#!/bin/sh\necho one\n".toByteArray()
+        val oneSha = QcBundled.hex(QcBundled.sha256(one.inputStream()))
+        QcBundled.installFile(dest, oneSha, { one.inputStream() })
+        val perms = { p: File -> PosixFilePermissions.toString(Files.getPosixFilePermissions(p.toPath())) }
+        checkEq(perms(dir), "rwx------", "folder mode")
+        checkEq(perms(dest), "rwx------", "file mode")
+        val e = expectThrows<java.io.IOException>("a source with other bytes") {
+            QcBundled.installFile(dest, "0".repeat(64), { "other".byteInputStream() })
+        }
+        check(e.message!!.contains("expected " + "0".repeat(64))) { "message: ${e.message}" }
+        checkEq(dest.readBytes().toList(), one.toList(), "the intact file stays")
+        checkEq(dir.list()!!.toList(), listOf("tool"), "no temporary file left")
+        expectThrows<IllegalArgumentException>("not a digest") { QcBundled.installFile(dest, "abc", { one.inputStream() }) }
+        checkEq(QcBundled.hasLibrary(), false, "the test jar carries no natives")
+        val missing = expectThrows<java.io.IOException>("no bridge in a development jar") { QcBundled.installBridge(File(root, "no-bin")) }
+        check(missing.message!!.contains("carries no native files")) { "message: ${missing.message}" }
     }
 
     h.test("one host: MCP server started, bridge installed, entry registered once, notifications answered, close ends it") {

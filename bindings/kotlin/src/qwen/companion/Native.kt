@@ -180,8 +180,10 @@ interface QcNative : Library {
  * The loaded native library, checked for the ABI this binding was written for.
  *
  * Lookup order ([load]): an explicit path; else the `QWEN_COMPANION_LIB`
- * environment variable (a file path); else JNA's search for
- * `qwen_companion` (`-Djna.library.path=…`, then the system paths).
+ * environment variable (a file path); else a folder of `-Djna.library.path`
+ * holding the library; else the library the distribution jar carries for this
+ * platform ([QcBundled], copied to `<qwen home>/companion/lib/`); else JNA's
+ * search for `qwen_companion` (system paths).
  */
 class QwenCompanionLibrary private constructor(
     /** The raw C API. */
@@ -246,41 +248,66 @@ class QwenCompanionLibrary private constructor(
         @JvmOverloads
         fun load(explicitPath: String? = null): QwenCompanionLibrary {
             val env = System.getenv(ENV_VAR)
+            val searchPath = System.getProperty("jna.library.path")
+            val searchHit = searchPath?.split(File.pathSeparator)?.any { it.isNotEmpty() && File(it, QcPlatform.libraryFileName()).isFile } == true
             val (target, how) = when {
                 explicitPath != null && explicitPath.isNotBlank() -> Pair(explicitPath, "the explicit path")
                 env != null && env.isNotBlank() -> Pair(env, "\$$ENV_VAR")
-                else -> Pair(LIBRARY_NAME, "JNA's search for ${QcPlatform.libraryFileName()} (jna.library.path=${System.getProperty("jna.library.path") ?: "<unset>"}, then system paths)")
+                searchHit -> Pair(LIBRARY_NAME, "JNA's search for ${QcPlatform.libraryFileName()} (jna.library.path=$searchPath)")
+                QcBundled.hasLibrary() -> Pair("", "the library this jar carries for ${QcBundled.prefix}")
+                else -> Pair(LIBRARY_NAME, "JNA's search for ${QcPlatform.libraryFileName()} (jna.library.path=${searchPath ?: "<unset>"}, then system paths; " +
+                    if (QcBundled.version == null) "this jar carries no native files)" else "this jar has none for ${QcPlatform.libraryFileName()} on ${QcBundled.prefix}, only ${QcBundled.prefixes.joinToString(", ")})")
+            }
+            if (target.isEmpty()) {
+                bundled?.let { return it }
+                synchronized(loaded) {
+                    bundled?.let { return it }
+                    val file = try {
+                        QcBundled.extractLibrary()
+                    } catch (e: java.io.IOException) {
+                        throw QwenCompanionException.Load("cannot copy the qwen-companion library out of the jar: ${e.message}", e)
+                    }
+                    return loadLocked(file.absolutePath, how).also { bundled = it }
+                }
             }
             val key = if (target == LIBRARY_NAME) target else File(target).absolutePath
             loaded[key]?.let { return it }
             synchronized(loaded) {
-                loaded[key]?.let { return it }
-                if (target != LIBRARY_NAME && !File(target).isFile) {
-                    throw QwenCompanionException.Load("qwen-companion library not found: $target (from $how) is not a file")
-                }
-                val native = try {
-                    Native.load(key, QcNative::class.java) as QcNative
-                } catch (e: Throwable) {
-                    throw QwenCompanionException.Load(
-                        "cannot load the qwen-companion library via $how: ${e.message}. " +
-                            "Pass an explicit path, set $ENV_VAR to the library file, or run with -Djna.library.path=<the folder of ${QcPlatform.libraryFileName()}>.",
-                        e
-                    )
-                }
-                if (Native.SIZE_T_SIZE != 8) {
-                    throw QwenCompanionException.Load("the Kotlin binding maps size_t to a 64-bit Long; this platform's size_t is ${Native.SIZE_T_SIZE} bytes")
-                }
-                val abi = try {
-                    native.qc_abi_version()
-                } catch (e: Throwable) {
-                    throw QwenCompanionException.Load("$key (from $how) is not a qwen-companion library: qc_abi_version is missing (${e.message})", e)
-                }
-                checkAbi(abi, key)
-                checkSymbols(native, key)
-                val lib = QwenCompanionLibrary(native, key)
-                loaded[key] = lib
-                return lib
+                return loadLocked(key, how)
             }
+        }
+
+        /** The library copied out of the jar (one per JVM, whatever its path). */
+        @Volatile
+        private var bundled: QwenCompanionLibrary? = null
+
+        private fun loadLocked(key: String, how: String): QwenCompanionLibrary {
+            loaded[key]?.let { return it }
+            if (key != LIBRARY_NAME && !File(key).isFile) {
+                throw QwenCompanionException.Load("qwen-companion library not found: $key (from $how) is not a file")
+            }
+            val native = try {
+                Native.load(key, QcNative::class.java) as QcNative
+            } catch (e: Throwable) {
+                throw QwenCompanionException.Load(
+                    "cannot load the qwen-companion library via $how: ${e.message}. " +
+                        "Pass an explicit path, set $ENV_VAR to the library file, or run with -Djna.library.path=<the folder of ${QcPlatform.libraryFileName()}>.",
+                    e
+                )
+            }
+            if (Native.SIZE_T_SIZE != 8) {
+                throw QwenCompanionException.Load("the Kotlin binding maps size_t to a 64-bit Long; this platform's size_t is ${Native.SIZE_T_SIZE} bytes")
+            }
+            val abi = try {
+                native.qc_abi_version()
+            } catch (e: Throwable) {
+                throw QwenCompanionException.Load("$key (from $how) is not a qwen-companion library: qc_abi_version is missing (${e.message})", e)
+            }
+            checkAbi(abi, key)
+            checkSymbols(native, key)
+            val lib = QwenCompanionLibrary(native, key)
+            loaded[key] = lib
+            return lib
         }
 
         /**

@@ -1,6 +1,5 @@
 package qwen.companion.intellij
 
-import com.intellij.ide.plugins.PluginManagerCore
 import com.intellij.notification.NotificationGroupManager
 import com.intellij.notification.NotificationType
 import com.intellij.openapi.Disposable
@@ -12,7 +11,6 @@ import com.intellij.openapi.diagnostic.Logger
 import com.intellij.openapi.diagnostic.logger
 import com.intellij.ide.impl.isTrusted
 import com.intellij.ide.trustedProjects.TrustedProjectsListener
-import com.intellij.openapi.extensions.PluginId
 import com.intellij.openapi.fileEditor.FileDocumentManager
 import com.intellij.openapi.project.Project
 import com.intellij.openapi.roots.ModuleRootEvent
@@ -20,7 +18,6 @@ import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
 import com.intellij.openapi.util.Disposer
 import com.intellij.openapi.vfs.LocalFileSystem
-import qwen.companion.QcPlatform
 import qwen.companion.QwenCompanionLibrary
 import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
@@ -30,7 +27,6 @@ import qwen.companion.intellij.core.HostSettings
 import qwen.companion.intellij.core.ParticipantNames
 import qwen.companion.intellij.core.WorkspaceRoots
 import java.io.File
-import java.nio.file.Files
 import java.util.concurrent.atomic.AtomicBoolean
 
 /**
@@ -235,13 +231,14 @@ class QwenCompanionService(private val project: Project) : Disposable {
         const val PLUGIN_ID = "qwen.companion.intellij"
         const val NOTIFICATION_GROUP = "Qwen Code Companion"
 
-        /** `QWEN_COMPANION_LIB`, else the library bundled in the plugin's `native/` folder, else null (JNA's search). */
+        /**
+         * `QWEN_COMPANION_LIB` when set, else null: the binding's lookup then takes a folder of
+         * `-Djna.library.path` holding the library, else the library the plugin's binding jar
+         * carries for this OS and CPU (copied to `<qwen home>/companion/lib/`), else system paths.
+         */
         fun libraryPath(): String? {
             val env = System.getenv(QwenCompanionLibrary.ENV_VAR)
-            if (env != null && env.isNotBlank()) return env
-            val plugin = PluginManagerCore.getPlugin(PluginId.getId(PLUGIN_ID)) ?: return null
-            val bundled = plugin.pluginPath.resolve("native").resolve(QcPlatform.libraryFileName())
-            return if (Files.isRegularFile(bundled)) bundled.toString() else null
+            return if (env != null && env.isNotBlank()) env else null
         }
     }
 }

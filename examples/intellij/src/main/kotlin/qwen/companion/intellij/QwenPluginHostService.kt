@@ -99,7 +99,10 @@ class QwenPluginHostService : Disposable {
     private fun openProjectRoots(): List<String> =
         WorkspaceRoots.normalize(ProjectManager.getInstance().openProjects.map { it.basePath })
 
-    /** `native/qc-mcp-bridge` of the plugin (shipped next to the library), if present. */
+    /**
+     * `qc-mcp-bridge` next to `QWEN_COMPANION_LIB` when that is set and holds one; else null:
+     * the manager installs the bridge the binding jar carries for this OS and CPU.
+     */
     private fun bundledBridge(): String? {
         val lib = QwenCompanionService.libraryPath() ?: return null
         val f = File(File(lib).parentFile, BridgeInstaller.NAME)

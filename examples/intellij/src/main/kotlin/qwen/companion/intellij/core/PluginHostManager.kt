@@ -1,5 +1,6 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.QcBundled
 import qwen.companion.QcPlatform
 import qwen.companion.LogLevel
 import qwen.companion.QwenCompanionException
@@ -10,7 +11,6 @@ import java.io.File
 import java.io.IOException
 import java.nio.file.Files
 import java.nio.file.StandardCopyOption
-import java.security.MessageDigest
 
 /** What the IDE-wide plugin host needs (one per IDE process). */
 data class PluginHostSettings(
@@ -18,7 +18,10 @@ data class PluginHostSettings(
     val pluginsDir: String? = null,
     /** Library file; null = `QWEN_COMPANION_LIB`, then JNA's search. */
     val libraryPath: String? = null,
-    /** The `qc-mcp-bridge` shipped with the plugin (copied to [bridgeDir]); null = next to the library. */
+    /**
+     * A `qc-mcp-bridge` file to copy to [bridgeDir]; null = the one the binding jar carries
+     * for this platform ([QcBundled]), else the one next to the loaded library.
+     */
     val bridgeSource: String? = null,
     /** Stable folder the bridge is copied to; the settings entry names it. Null = `<qwen home>/companion/bin`. */
     val bridgeDir: String? = null,
@@ -63,11 +66,13 @@ object QwenHome {
 /**
  * Copies `qc-mcp-bridge` (`qc-mcp-bridge.exe` on Windows) to a stable place:
  * the `mcpServers` entry names the executable, and the plugin's own folder
- * moves with every plugin update. The copy is atomic (temporary file +
- * rename) and only made when the content differs, so a running bridge is
- * never overwritten in place. Windows refuses to replace an executable a
- * running `qwen` has started but lets it be renamed: there the old bridge is
- * moved aside (`<name>.old-<pid>`) and removed once no process runs it.
+ * moves with every plugin update. [QcBundled.installFile] does the copy: a
+ * user-only folder and file (0700), written to a temporary file and renamed
+ * into place, and only when the content differs (SHA-256), so a running
+ * bridge is never overwritten in place; a symbolic link is never followed.
+ * Windows refuses to replace an executable a running `qwen` has started but
+ * lets it be renamed: there the old bridge is moved aside (`<name>.old-<pid>`)
+ * and removed once no process runs it.
  */
 object BridgeInstaller {
     /** The bridge's file name on this OS ([QcPlatform.bridgeFileName]). */
@@ -83,46 +88,8 @@ object BridgeInstaller {
         }
     ): File {
         if (!source.isFile) throw IOException("the MCP bridge $source does not exist")
-        if (!destDir.isDirectory && !destDir.mkdirs()) throw IOException("cannot create $destDir")
-        val dest = File(destDir, source.name)
-        if (dest.isFile && dest.canExecute() && sameContent(source, dest)) return dest
-        removeOld(dest)
-        val tmp = File.createTempFile(".${source.name}.", ".tmp", destDir)
-        try {
-            Files.copy(source.toPath(), tmp.toPath(), StandardCopyOption.REPLACE_EXISTING)
-            if (!tmp.setExecutable(true, false) || !tmp.setReadable(true, false)) throw IOException("cannot make $tmp executable")
-            try {
-                move(tmp.toPath(), dest.toPath())
-            } catch (e: java.nio.file.FileSystemException) {
-                if (!windows || !dest.exists()) throw e
-                move(dest.toPath(), File(destDir, "${dest.name}.old-${ProcessHandle.current().pid()}").toPath())
-                move(tmp.toPath(), dest.toPath())
-                removeOld(dest)
-            }
-        } finally {
-            tmp.delete()
-        }
-        return dest
-    }
-
-    /** Deletes the `<dest>.old-*` copies no running process holds (Windows keeps the others). */
-    private fun removeOld(dest: File) {
-        dest.parentFile?.listFiles()?.filter { it.name.startsWith(dest.name + ".old-") }?.forEach { it.delete() }
-    }
-
-    private fun sameContent(a: File, b: File): Boolean = a.length() == b.length() && digest(a).contentEquals(digest(b))
-
-    private fun digest(f: File): ByteArray {
-        val md = MessageDigest.getInstance("SHA-256")
-        f.inputStream().use { s ->
-            val buf = ByteArray(64 * 1024)
-            while (true) {
-                val n = s.read(buf)
-                if (n < 0) break
-                md.update(buf, 0, n)
-            }
-        }
-        return md.digest()
+        val digest = QcBundled.hex(source.inputStream().use { QcBundled.sha256(it) })
+        return QcBundled.installFile(File(destDir, source.name), digest, { source.inputStream() }, windows, move)
     }
 }
 
@@ -212,9 +179,12 @@ class PluginHostManager(
     /** The bridge copy + the user-scope entry; a failure here leaves the host running (logged, [lastError]). */
     private fun register(library: QwenCompanionLibrary) {
         try {
-            val source = settings.bridgeSource?.let { File(it) } ?: bridgeNextTo(library)
             val dir = settings.bridgeDir?.let { File(it) } ?: File(QwenHome.dir(), "companion/bin")
-            val bridge = BridgeInstaller.install(source, dir)
+            val bridge = when {
+                settings.bridgeSource != null -> BridgeInstaller.install(File(settings.bridgeSource), dir)
+                QcBundled.hasBridge() -> QcBundled.installBridge(dir)
+                else -> BridgeInstaller.install(bridgeNextTo(library), dir)
+            }
             val r = QwenPluginHost.registerMcp(
                 if (settings.registerProject == null) "user" else "project", settings.registerProject, bridge.path, settings.alwaysLoadTools, library)
             registration = r
@@ -228,10 +198,10 @@ class PluginHostManager(
         }
     }
 
-    /** `qc-mcp-bridge` next to the loaded library file (the plugin ships both in `native/`). */
+    /** `qc-mcp-bridge` next to the loaded library file (a jar without natives: a development build). */
     private fun bridgeNextTo(library: QwenCompanionLibrary): File {
         val lib = File(library.location)
-        if (!lib.isAbsolute) throw IOException("no bridge configured, and the library was found by name (${library.location}), not by path")
+        if (!lib.isAbsolute) throw IOException("no bridge configured, the plugin's jar carries none for ${QcBundled.prefix}, and the library was found by name (${library.location}), not by path")
         return File(lib.parentFile, BridgeInstaller.NAME)
     }
 
