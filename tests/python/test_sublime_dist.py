@@ -205,7 +205,8 @@ def test_machine_without_a_library_gets_one_message(package_dir, lib_path, works
 
 def test_bridge_copy_is_executable_even_if_extraction_lost_the_bit(package_dir, tmp_path):
     """Package Control restores only the owner's x bit, and an unzip by hand
-    may drop it: Qwen Code starts the copy in ~/.qwen/companion/bin, made 0755."""
+    may drop it: Qwen Code starts the copy in ~/.qwen/companion/bin, made 0700
+    (user-only, as every editor installs it)."""
     load_package(package_dir, only=("plugin",))
     host = sys.modules["QwenCompanion.qwen_core.host"]
     with open(os.path.join(package_dir, "lib", "platforms.json"), encoding="utf-8") as f:
@@ -217,7 +218,7 @@ def test_bridge_copy_is_executable_even_if_extraction_lost_the_bit(package_dir, 
     shutil.copyfile(shipped, str(plain))
     os.chmod(str(plain), 0o644)
     dest = host.install_bridge(str(plain), str(tmp_path / "home" / "bin" / "qc-mcp-bridge"))
-    assert os.stat(dest).st_mode & 0o777 == 0o755
+    assert os.stat(dest).st_mode & 0o777 == 0o700
     # it runs: with no IDE serving plugins for this folder it says so
     out = subprocess.run([dest], cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=30)

@@ -237,7 +237,7 @@ function M.install_bridge(src, qwen_home, os_name)
   local tmp = platform.join(dir, string.format('.%s.%d.tmp', name, uv.os_getpid()), os_name)
   local ok, err = uv.fs_copyfile(src, tmp)
   if ok then
-    ok, err = uv.fs_chmod(tmp, tonumber('755', 8))
+    ok, err = uv.fs_chmod(tmp, tonumber('700', 8)) -- user-only, as every editor installs it
   end
   if ok then
     ok, err = uv.fs_utime(tmp, sst.atime.sec, sst.mtime.sec)

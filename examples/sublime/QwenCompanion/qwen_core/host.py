@@ -65,7 +65,7 @@ def install_bridge(source, dest, windows=None):
     try:
         shutil.copyfile(source, tmp)
         shutil.copystat(source, tmp)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o700)  # user-only, as every editor installs it
         try:
             os.replace(tmp, dest)
         except PermissionError:
