@@ -63,14 +63,8 @@ dist_zig_venv() {
   [ -x "$DIST_VENV/bin/cargo-zigbuild" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
   echo "dist: installing $(grep -v '^#' "$dist_root/scripts/dist/tools.txt" | tr '\n' ' ')into $DIST_VENV"
   if [ ! -x "$DIST_VENV/bin/pip" ]; then
-    rm -rf "$DIST_VENV"
-    if ! python3 -m venv "$DIST_VENV" >/dev/null 2>&1; then
-      # Debian's python3 has venv in a package of its own.
-      rm -rf "$DIST_VENV"
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv \
-          && python3 -m venv "$DIST_VENV"; } >/dev/null 2>&1 \
-        || { echo "dist: python3 -m venv $DIST_VENV failed (Debian: apt-get install python3-venv)" >&2; return 1; }
-    fi
+    . "$dist_root/tests/lib/venv.sh"
+    qc_make_venv python3 "$DIST_VENV" || return 1
   fi
   "$DIST_VENV/bin/pip" install -q --disable-pip-version-check -r "$dist_root/scripts/dist/tools.txt" \
     || { echo "dist: pip install -r scripts/dist/tools.txt failed" >&2; return 1; }

@@ -124,6 +124,24 @@ EOF
     PASS=$((PASS + $(grep -c '^ok   - ' "$TMP/phase.out")))
     FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/phase.out")))
 }
+# report_run WHAT JSON LOG: the checks a Lua test wrote to JSON, or one
+# failure with the end of its Neovim LOG when it wrote none.
+report_run() {
+    if [ -e "$2" ]; then
+        report_checks "$2"
+    else
+        fail "$1 wrote its checks"
+        tail -20 "$3" | sed 's/^/       /'
+    fi
+}
+# run_plain NAME: tests/neovim/test_NAME.lua, with the plugin on the
+# runtimepath and nothing else (its checks in $TMP/NAME/nv-NAME.json).
+run_plain() {
+    mkdir -p "$TMP/$1"
+    QCNV_TMP="$TMP/$1" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "luafile $HERE/test_$1.lua" >"$TMP/nvim-$1.log" 2>&1 </dev/null
+    report_run "test_$1.lua" "$TMP/$1/nv-$1.json" "$TMP/nvim-$1.log"
+}
 # phase NAME: waits for Neovim's $TMP/nv-NAME.json and reports its checks.
 phase() {
     local f="$TMP/nv-$1.json" i=0
@@ -183,26 +201,10 @@ FAIL=$((FAIL + $(grep -c '^FAIL - ' "$TMP/cdef.out")))
 
 # --- platform.lua: names, paths, shell lines and event watching of each OS ----
 # (tests/neovim/test_platform.lua; no library needed)
-mkdir -p "$TMP/platform"
-QCNV_TMP="$TMP/platform" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
-    -c "luafile $HERE/test_platform.lua" >"$TMP/nvim-platform.log" 2>&1 </dev/null
-if [ -e "$TMP/platform/nv-platform.json" ]; then
-    report_checks "$TMP/platform/nv-platform.json"
-else
-    fail "test_platform.lua wrote its checks"
-    tail -20 "$TMP/nvim-platform.log" | sed 's/^/       /'
-fi
+run_plain platform
 
 # --- :checkhealth's qwen/node versions (tests/neovim/test_health.lua) -------
-mkdir -p "$TMP/health"
-QCNV_TMP="$TMP/health" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
-    -c "luafile $HERE/test_health.lua" >"$TMP/nvim-health.log" 2>&1 </dev/null
-if [ -e "$TMP/health/nv-health.json" ]; then
-    report_checks "$TMP/health/nv-health.json"
-else
-    fail "test_health.lua wrote its checks"
-    tail -20 "$TMP/nvim-health.log" | sed 's/^/       /'
-fi
+run_plain health
 
 # --- workspace and Neovim --------------------------------------------------
 export QCNV_TMP="$TMP" QCNV_WS="$TMP/ws" QCNV_TIMEOUT="$T" QCNV_REQUEST_TIMEOUT_MS="$RT"
@@ -614,12 +616,7 @@ if [ -n "$URL" ]; then
         QCNV_VERSION="$VERSION" QCNV_TRIPLE="$TRIPLE" \
         timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$TMP/inst/qwen-companion/examples/neovim" \
         -c "luafile $HERE/test_install.lua" >"$TMP/nvim-install.log" 2>&1 </dev/null
-    if [ -e "$TMP/inst/nv-install.json" ]; then
-        report_checks "$TMP/inst/nv-install.json"
-    else
-        fail "test_install.lua wrote its checks"
-        tail -20 "$TMP/nvim-install.log" | sed 's/^/       /'
-    fi
+    report_run test_install.lua "$TMP/inst/nv-install.json" "$TMP/nvim-install.log"
 
     LAZY="$TMP/lazy/qwen-companion"
     make_clone "$LAZY"
@@ -633,12 +630,7 @@ if [ -n "$URL" ]; then
             QCNV_TMP="$TMP" QCNV_LAZY="$LAZY" QCNV_README="$ROOT/examples/neovim/README.md" QCNV_LAZY_PHASE="$phase" \
             timeout $((T * 4)) "$NVIM" "$@" >"$TMP/nvim-lazy-$phase.log" 2>&1 </dev/null
         local rc=$?
-        if [ -e "$TMP/nv-lazy-$phase.json" ]; then
-            report_checks "$TMP/nv-lazy-$phase.json"
-        else
-            fail "test_lazy.lua ($phase) wrote its checks (exit $rc)"
-            tail -20 "$TMP/nvim-lazy-$phase.log" | sed 's/^/       /'
-        fi
+        report_run "test_lazy.lua ($phase, exit $rc)" "$TMP/nv-lazy-$phase.json" "$TMP/nvim-lazy-$phase.log"
         check "nvim (lazy.nvim $phase) exits 0" test "$rc" -eq 0
         check "no Lua error or E-message in nvim's output (lazy.nvim $phase)" \
             bash -c '! grep -E "E[0-9]+:|Error executing|stack traceback" "$0"' "$TMP/nvim-lazy-$phase.log"

@@ -21,17 +21,13 @@ local TIMEOUT = (tonumber(os.getenv('QCNV_TIMEOUT')) or 30) * 1000
 vim.cmd('filetype on')
 vim.cmd('runtime plugin/qwen_companion.lua')
 
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, (not ok and detail ~= nil) and vim.inspect(detail) or '' }
-end
+local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
+local check = C.check
 local function eq(name, got, want)
   check(name, vim.deep_equal(got, want), { got = got, want = want })
 end
 local function write_results()
-  local f = assert(io.open(TMP .. '/nv-extras.json', 'w'))
-  f:write(vim.json.encode({ checks = checks }))
-  f:close()
+  C.write(TMP .. '/nv-extras.json')
 end
 
 -- Scripted UI -------------------------------------------------------------

@@ -5,10 +5,8 @@
 -- on the runtimepath, no library needed). Writes $QCNV_TMP/nv-health.json.
 
 local T = assert(os.getenv('QCNV_TMP'))
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, (not ok and detail ~= nil) and vim.inspect(detail) or '' }
-end
+local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
+local check = C.check
 
 local health = require('qwen_companion.health')
 local req = require('qwen_companion.requirements')
@@ -91,7 +89,4 @@ check('plugins.node is the node checked (v18 there: an error)', find(L, 'error',
 
 check('PATH restored', vim.env.PATH == REAL_PATH)
 
-local f = assert(io.open(T .. '/nv-health.json', 'w'))
-f:write(vim.fn.json_encode({ checks = checks }))
-f:close()
-vim.cmd('qall!')
+C.finish(T .. '/nv-health.json')

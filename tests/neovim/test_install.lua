@@ -14,10 +14,8 @@ local DIST = assert(os.getenv('QCNV_DIST'))
 local VERSION = assert(os.getenv('QCNV_VERSION'))
 local TRIPLE = assert(os.getenv('QCNV_TRIPLE'))
 
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, (not ok and detail ~= nil) and vim.inspect(detail) or '' }
-end
+local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
+local check = C.check
 local function has(s, needle)
   return type(s) == 'string' and s:find(needle, 1, true) ~= nil
 end
@@ -182,7 +180,4 @@ end)
 if not ok then
   check('test_install.lua ran', false, err)
 end
-local f = assert(io.open(T .. '/nv-install.json', 'w'))
-f:write(vim.fn.json_encode({ checks = checks }))
-f:close()
-vim.cmd('qall!')
+C.finish(T .. '/nv-install.json')

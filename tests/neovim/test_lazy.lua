@@ -30,18 +30,31 @@ local T = assert(os.getenv('QCNV_TMP'))
 local LAZY = assert(os.getenv('QCNV_LAZY'))
 local README = assert(os.getenv('QCNV_README'))
 local PHASE = assert(os.getenv('QCNV_LAZY_PHASE'))
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, detail ~= nil and vim.inspect(detail) or '' }
-end
+local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
+local check = C.check
 local function finish()
-  local f = assert(io.open(T .. '/nv-lazy-' .. PHASE .. '.json', 'w'))
-  f:write(vim.fn.json_encode({ checks = checks }))
-  f:close()
-  vim.cmd('qall!')
+  C.finish(T .. '/nv-lazy-' .. PHASE .. '.json')
 end
 
 --- The spec: the first ```lua block after "**lazy.nvim.**" in the README.
+-- after_vim_enter(what, fn): runs fn once VimEnter's handlers have all run
+-- (as lazy.nvim's VeryLazy does), then writes the checks; an error in fn is a
+-- failed check named `what`.
+local function after_vim_enter(what, fn)
+  vim.api.nvim_create_autocmd('VimEnter', {
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        local ok, err = pcall(fn)
+        if not ok then
+          check(what, false, err)
+        end
+        finish()
+      end)
+    end,
+  })
+end
+
 local function read_spec()
   local text = table.concat(vim.fn.readfile(README), '\n')
   local at = assert(text:find('**lazy.nvim.**', 1, true), 'no **lazy.nvim.** in ' .. README)
@@ -165,65 +178,54 @@ local function start_phase()
     end
   end
 
-  vim.api.nvim_create_autocmd('VimEnter', {
-    once = true,
-    callback = function()
-      vim.schedule(function() -- after every VimEnter handler (setup's ran first)
-        local ok, err = pcall(function()
-          check('plugin/ of examples/neovim was never sourced', vim.g.loaded_qwen_companion == nil)
-          local missing = {}
-          for _, c in ipairs(ALL) do
-            if vim.fn.exists(':' .. c) ~= 2 then
-              missing[#missing + 1] = c
-            end
-          end
-          check('every command exists (' .. #ALL .. ': core, :QwenInstall, plugins, sessions)', #missing == 0, missing)
-          local qc = require('qwen_companion')
-          local s = qc.status()
-          check('autostart started the companion on VimEnter', s ~= nil)
-          check('... its lock file exists', s and s.lock_file and vim.fn.filereadable(s.lock_file) == 1, s and s.lock_file)
-          check('... with the plugin host and its MCP server', s and s.plugins.running and s.plugins.mcp ~= nil, s and s.plugins)
-          local p = require('qwen_companion.participant').status()
-          check('... and the cross-session participant joined', p ~= nil and p.name ~= nil, p)
-          local capi = require('qwen_companion.capi')
-          local path, origin = capi.library_path()
-          check('the library is the one the build step installed (examples/neovim/lib)',
-            path == LAZY .. '/examples/neovim/lib/' .. capi.library_file_name() and origin == 'next to the plugin', { path, origin })
+  after_vim_enter('the VimEnter checks ran', function() -- after every VimEnter handler (setup's ran first)
+    check('plugin/ of examples/neovim was never sourced', vim.g.loaded_qwen_companion == nil)
+    local missing = {}
+    for _, c in ipairs(ALL) do
+      if vim.fn.exists(':' .. c) ~= 2 then
+        missing[#missing + 1] = c
+      end
+    end
+    check('every command exists (' .. #ALL .. ': core, :QwenInstall, plugins, sessions)', #missing == 0, missing)
+    local qc = require('qwen_companion')
+    local s = qc.status()
+    check('autostart started the companion on VimEnter', s ~= nil)
+    check('... its lock file exists', s and s.lock_file and vim.fn.filereadable(s.lock_file) == 1, s and s.lock_file)
+    check('... with the plugin host and its MCP server', s and s.plugins.running and s.plugins.mcp ~= nil, s and s.plugins)
+    local p = require('qwen_companion.participant').status()
+    check('... and the cross-session participant joined', p ~= nil and p.name ~= nil, p)
+    local capi = require('qwen_companion.capi')
+    local path, origin = capi.library_path()
+    check('the library is the one the build step installed (examples/neovim/lib)',
+      path == LAZY .. '/examples/neovim/lib/' .. capi.library_file_name() and origin == 'next to the plugin', { path, origin })
 
-          -- the vimdoc: every tag works with :help, every |link| resolves
-          local dir = LAZY .. '/examples/neovim'
-          local doc = table.concat(vim.fn.readfile(dir .. '/doc/qwen_companion.txt'), '\n')
-          local defined, links = {}, {}
-          for tag in doc:gmatch('%*([%w_.:%-()]+)%*') do
-            defined[#defined + 1] = tag
-          end
-          for link in doc:gmatch('|([^|%s]+)|') do
-            links[link] = true
-          end
-          check('the vimdoc defines its tags', #defined >= 15, defined)
-          local bad = {}
-          for _, tag in ipairs(defined) do
-            if not pcall(vim.cmd, 'help ' .. tag) then
-              bad[#bad + 1] = tag
-            end
-          end
-          for link in pairs(links) do
-            if not pcall(vim.cmd, 'help ' .. link) then
-              bad[#bad + 1] = '|' .. link .. '|'
-            end
-          end
-          pcall(vim.cmd, 'helpclose')
-          check(':help finds every tag and every |link| of the vimdoc', #bad == 0, bad)
-          qc.stop({ silent = true })
-          check('the lock file is gone after :QwenStop', s and vim.fn.filereadable(s.lock_file) == 0)
-        end)
-        if not ok then
-          check('the VimEnter checks ran', false, err)
-        end
-        finish()
-      end)
-    end,
-  })
+    -- the vimdoc: every tag works with :help, every |link| resolves
+    local dir = LAZY .. '/examples/neovim'
+    local doc = table.concat(vim.fn.readfile(dir .. '/doc/qwen_companion.txt'), '\n')
+    local defined, links = {}, {}
+    for tag in doc:gmatch('%*([%w_.:%-()]+)%*') do
+      defined[#defined + 1] = tag
+    end
+    for link in doc:gmatch('|([^|%s]+)|') do
+      links[link] = true
+    end
+    check('the vimdoc defines its tags', #defined >= 15, defined)
+    local bad = {}
+    for _, tag in ipairs(defined) do
+      if not pcall(vim.cmd, 'help ' .. tag) then
+        bad[#bad + 1] = tag
+      end
+    end
+    for link in pairs(links) do
+      if not pcall(vim.cmd, 'help ' .. link) then
+        bad[#bad + 1] = '|' .. link .. '|'
+      end
+    end
+    pcall(vim.cmd, 'helpclose')
+    check(':help finds every tag and every |link| of the vimdoc', #bad == 0, bad)
+    qc.stop({ silent = true })
+    check('the lock file is gone after :QwenStop', s and vim.fn.filereadable(s.lock_file) == 0)
+  end)
 end
 
 -- QCNV_LAZY_PHASE=packpath (nvim --headless -u test_lazy.lua, plugins
@@ -245,28 +247,17 @@ local function packpath_phase()
     companions = companions + 1
   end)
   qc.setup({ autostart = true })
-  vim.api.nvim_create_autocmd('VimEnter', {
-    once = true,
-    callback = function()
-      vim.schedule(function()
-        local ok, err = pcall(function()
-          check('plugin/qwen_companion.lua was sourced after setup()', vim.g.loaded_qwen_companion == 1)
-          local missing = vim.tbl_filter(function(c)
-            return vim.fn.exists(':' .. c) ~= 2
-          end, ALL)
-          check('every command exists', #missing == 0, missing)
-          check('the companion started once', qc.status() ~= nil and companions == 1, companions)
-          check('the participant started once (its hook added once)', starts == 1, starts)
-          qc.stop({ silent = true })
-          check('... and stopped', qc.status() == nil and part.status() == nil)
-        end)
-        if not ok then
-          check('the VimEnter checks ran', false, err)
-        end
-        finish()
-      end)
-    end,
-  })
+  after_vim_enter('the VimEnter checks ran', function()
+    check('plugin/qwen_companion.lua was sourced after setup()', vim.g.loaded_qwen_companion == 1)
+    local missing = vim.tbl_filter(function(c)
+      return vim.fn.exists(':' .. c) ~= 2
+    end, ALL)
+    check('every command exists', #missing == 0, missing)
+    check('the companion started once', qc.status() ~= nil and companions == 1, companions)
+    check('the participant started once (its hook added once)', starts == 1, starts)
+    qc.stop({ silent = true })
+    check('... and stopped', qc.status() == nil and part.status() == nil)
+  end)
 end
 
 -- QCNV_LAZY_PHASE=late (nvim --headless -u test_lazy.lua --noplugin): the
@@ -279,31 +270,20 @@ local function late_phase()
   if plugin.init then
     plugin.init(plugin)
   end
-  vim.api.nvim_create_autocmd('VimEnter', {
-    once = true,
-    callback = function()
-      vim.schedule(function() -- lazy.nvim: VeryLazy after VimEnter
-        local ok, err = pcall(function()
-          vim.opt.rtp:append(plugin.dir)
-          source_runtime(plugin.dir .. '/plugin')
-          require(plugin.main).setup(plugin.opts)
-          local qc = require('qwen_companion')
-          local s = qc.status()
-          check('loaded after VimEnter: setup() started the companion at once', s ~= nil and vim.fn.filereadable(s.lock_file) == 1, s)
-          local missing = vim.tbl_filter(function(c)
-            return vim.fn.exists(':' .. c) ~= 2
-          end, ALL)
-          check('... and defined every command', #missing == 0, missing)
-          check('... and the participant joined', require('qwen_companion.participant').status() ~= nil)
-          qc.stop({ silent = true })
-        end)
-        if not ok then
-          check('the VeryLazy load ran', false, err)
-        end
-        finish()
-      end)
-    end,
-  })
+  after_vim_enter('the VeryLazy load ran', function() -- lazy.nvim: VeryLazy after VimEnter
+    vim.opt.rtp:append(plugin.dir)
+    source_runtime(plugin.dir .. '/plugin')
+    require(plugin.main).setup(plugin.opts)
+    local qc = require('qwen_companion')
+    local s = qc.status()
+    check('loaded after VimEnter: setup() started the companion at once', s ~= nil and vim.fn.filereadable(s.lock_file) == 1, s)
+    local missing = vim.tbl_filter(function(c)
+      return vim.fn.exists(':' .. c) ~= 2
+    end, ALL)
+    check('... and defined every command', #missing == 0, missing)
+    check('... and the participant joined', require('qwen_companion.participant').status() ~= nil)
+    qc.stop({ silent = true })
+  end)
 end
 
 local phases = { build = build_phase, start = start_phase, packpath = packpath_phase, late = late_phase }

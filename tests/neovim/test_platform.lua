@@ -6,10 +6,8 @@
 
 local T = assert(os.getenv('QCNV_TMP'))
 local uv = vim.uv or vim.loop
-local checks = {}
-local function check(name, ok, detail)
-  checks[#checks + 1] = { name, ok and true or false, detail ~= nil and vim.inspect(detail) or '' }
-end
+local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
+local check = C.check
 local function eq(name, got, want)
   check(name, vim.deep_equal(got, want), { got = got, want = want })
 end
@@ -132,7 +130,4 @@ local ok, err = pcall(function()
   t:close()
 end)
 check('test_platform.lua ran to the end', ok, err)
-local f = assert(io.open(T .. '/nv-platform.json', 'w'))
-f:write(vim.fn.json_encode({ checks = checks }))
-f:close()
-vim.cmd('qall!')
+C.finish(T .. '/nv-platform.json')

@@ -19,24 +19,10 @@ req=$root/tests/python/requirements.txt
 stamp=$venv/.requirements.sha256
 want=$( (cat "$req"; "$python" --version) | sha256sum | cut -d' ' -f1)
 
-make_venv() {
-  rm -rf "$venv"
-  "$python" -m venv "$venv" >/dev/null 2>&1
-}
-
+. "$root/tests/lib/venv.sh"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "== python: creating $venv"
-  if ! make_venv; then
-    # Debian ships venv/ensurepip separately (python3.X-venv).
-    pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-      echo "== python: installing python$pyver-venv"
-      apt-get update -qq >/dev/null 2>&1 || true
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$pyver-venv" >/dev/null 2>&1 \
-        || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
-    fi
-    make_venv || { echo "!! cannot create a venv with $python (install python3-venv)"; exit 1; }
-  fi
+  qc_make_venv "$python" "$venv" || exit 1
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi

@@ -46,18 +46,8 @@ fi
 
 # 2. The venv, made anew each run; its packages come from the wheelhouse.
 mkdir -p "$work"
-rm -rf "$venv"
-if ! "$python" -m venv "$venv" >/dev/null 2>&1; then
-  pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "== wheel: installing python$pyver-venv"
-    apt-get update -qq >/dev/null 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$pyver-venv" >/dev/null 2>&1 \
-      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
-  fi
-  rm -rf "$venv"
-  "$python" -m venv "$venv" || { echo "!! cannot create a venv with $python (install python3-venv)"; exit 1; }
-fi
+. "$root/tests/lib/venv.sh"
+qc_make_venv "$python" "$venv" || exit 1
 py=$venv/bin/python
 pipi() { "$py" -m pip --disable-pip-version-check "$@"; }
 stamp=$wheelhouse/.requirements.sha256

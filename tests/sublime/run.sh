@@ -31,6 +31,7 @@ fi
 version=$(cat "$dist/VERSION")
 
 req=$root/tests/python/requirements.txt
+. "$root/tests/lib/venv.sh"
 venv_for() {  # venv_for PYTHON -> prints the venv's python
   local py=$1 ver venv want
   ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -38,8 +39,7 @@ venv_for() {  # venv_for PYTHON -> prints the venv's python
   want=$( (cat "$req"; "$py" --version) | sha256sum | cut -d' ' -f1)
   if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
     echo "== sublime: creating $venv" >&2
-    rm -rf "$venv"
-    "$py" -m venv "$venv" >&2 || { echo "!! sublime: cannot create a venv with $py" >&2; return 1; }
+    qc_make_venv "$py" "$venv" || return 1
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
     echo "$want" > "$venv/.requirements.sha256"
   fi
