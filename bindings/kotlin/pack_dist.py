@@ -15,9 +15,11 @@ same bytes.
 import hashlib
 import os
 import re
-import struct
 import sys
 import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "dist"))
+import packing  # noqa: E402  (scripts/dist/packing.py: formats, reproducible zips)
 
 # triple -> (JNA resource prefix, library file, bridge file, format, cpu)
 TARGETS = {
@@ -32,43 +34,14 @@ IGNORED = {"universal-apple-darwin"}
 INDEX = "qwen-companion-natives.properties"
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
-ELF_MACHINE = {"x86_64": 0x3E, "aarch64": 0xB7}
-PE_MACHINE = {"x86_64": 0x8664, "aarch64": 0xAA64}
-MACHO_CPU = {"x86_64": 0x01000007, "aarch64": 0x0100000C}
-
 
 class PackError(Exception):
     pass
 
 
-def describe(data):
-    """(format, cpu, kind) of an executable or library image; kind is 'lib', 'exe' or '?'."""
-    if data[:4] == b"\x7fELF":
-        if data[4] != 2 or data[5] != 1:
-            return ("elf", "not 64-bit little-endian", "?")
-        e_type, e_machine = struct.unpack_from("<HH", data, 16)
-        cpu = {v: k for k, v in ELF_MACHINE.items()}.get(e_machine, "machine 0x%x" % e_machine)
-        return ("elf", cpu, {2: "exe", 3: "lib-or-pie"}.get(e_type, "?"))
-    if data[:2] == b"MZ" and len(data) > 0x40:
-        off = struct.unpack_from("<I", data, 0x3C)[0]
-        if data[off:off + 4] != b"PE\0\0":
-            return ("mz", "?", "?")
-        machine, = struct.unpack_from("<H", data, off + 4)
-        chars, = struct.unpack_from("<H", data, off + 22)
-        cpu = {v: k for k, v in PE_MACHINE.items()}.get(machine, "machine 0x%x" % machine)
-        return ("pe", cpu, "lib" if chars & 0x2000 else "exe")
-    if data[:4] == b"\xcf\xfa\xed\xfe":
-        cputype, _sub, filetype = struct.unpack_from("<iII", data, 4)
-        cpu = {v: k for k, v in MACHO_CPU.items()}.get(cputype, "cputype 0x%x" % (cputype & 0xFFFFFFFF))
-        return ("macho", cpu, {2: "exe", 6: "lib"}.get(filetype, "?"))
-    if data[:4] == b"\xca\xfe\xba\xbe":
-        return ("macho-universal", "several", "?")
-    return ("unknown", "?", "?")
-
-
 def check_image(data, fmt, cpu, role, what):
     """Raises PackError unless data is a fmt/cpu image of the role ('lib' or 'exe')."""
-    got_fmt, got_cpu, kind = describe(data)
+    got_fmt, got_cpu, kind = packing.image(data)
     if (got_fmt, got_cpu) != (fmt, cpu):
         raise PackError("%s is %s/%s, expected %s/%s" % (what, got_fmt, got_cpu, fmt, cpu))
     if kind not in (role, "lib-or-pie"):
@@ -104,18 +77,9 @@ def natives(native_dir):
 
 
 def write_zip(out, entries):
-    """entries: {name: (bytes, unix_mode)}; sorted, fixed dates, atomically replaced."""
-    tmp = out + ".tmp"
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        names = sorted(entries, key=lambda n: (n != "META-INF/", n != "META-INF/MANIFEST.MF", n))
-        for name in names:
-            data, mode = entries[name]
-            info = zipfile.ZipInfo(name, EPOCH)
-            info.external_attr = (mode & 0xFFFF) << 16
-            info.compress_type = zipfile.ZIP_STORED if name.endswith("/") else zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
-    os.replace(tmp, out)
+    """entries: {name: (bytes, unix_mode)}; the manifest first, then sorted; fixed dates."""
+    names = sorted(entries, key=lambda n: (n != "META-INF/", n != "META-INF/MANIFEST.MF", n))
+    packing.write_zip(out, [(n, entries[n][0], entries[n][1]) for n in names], EPOCH)
 
 
 def manifest(title, version, extra=""):

@@ -54,7 +54,9 @@ import re
 import struct
 import sys
 import time
-import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "dist"))
+import packing  # noqa: E402  (scripts/dist/packing.py: reproducible zips)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "qwen_companion"
@@ -349,16 +351,8 @@ def write_wheel(path, entries):
         w.writerow([name, record_hash(data), len(data)])
     w.writerow([record_name, "", ""])
     entries = entries + [(record_name, buf.getvalue().encode("utf-8"), False)]
-    stamp = zip_time()
-    tmp = path + ".part"
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data, executable in entries:
-            info = zipfile.ZipInfo(name, date_time=stamp)
-            info.create_system = 3  # Unix: external_attr carries the mode
-            info.external_attr = (0o100755 if executable else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
-    os.replace(tmp, path)
+    packing.write_zip(path, [(name, data, 0o100755 if executable else 0o100644) for name, data, executable in entries],
+                      zip_time())
 
 
 def read_natives(target, native_dir, glibc):

@@ -42,10 +42,11 @@ import platform
 import re
 import shutil
 import stat
-import struct
 import sys
 import time
-import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "dist"))
+import packing  # noqa: E402  (scripts/dist/packing.py: formats, reproducible zips)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -64,7 +65,7 @@ PLATFORMS = (
     ("windows-x64", "x86_64-pc-windows-gnu", "qwen_companion.dll", "qc-mcp-bridge.exe",
      ("windows-x64",), ("pe", "x86_64")),
     ("osx", "universal-apple-darwin", "libqwen_companion.dylib", "qc-mcp-bridge",
-     ("osx-x64", "osx-arm64"), ("macho-universal", "arm64+x86_64")),
+     ("osx-x64", "osx-arm64"), ("macho-universal", "aarch64+x86_64")),
 )
 
 #: Sublime Text builds: 4107 is the first stable Sublime Text 4 (the package
@@ -93,37 +94,11 @@ class PackageError(Exception):
 # --------------------------------------------------------------------------
 # binary formats (the packager refuses a library built for another platform)
 
-_ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
-_PE_MACHINES = {0x8664: "x86_64", 0xAA64: "aarch64"}
-_MACHO_CPUS = {0x01000007: "x86_64", 0x0100000C: "arm64"}
-
-
 def binary_format(path):
-    """``(format, arch)`` of an executable or shared library, from its header:
-    ``("elf", "x86_64")``, ``("pe", "x86_64")``, ``("macho", "arm64")``,
-    ``("macho-universal", "arm64+x86_64")``; ``("unknown", "")`` otherwise."""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    if head[:4] == b"\x7fELF" and len(head) >= 20:
-        endian = "<" if head[5] == 1 else ">"
-        (machine,) = struct.unpack(endian + "H", head[18:20])
-        return "elf", _ELF_MACHINES.get(machine, str(machine))
-    if head[:2] == b"MZ" and len(head) >= 64:
-        (pe,) = struct.unpack("<I", head[60:64])
-        if head[pe:pe + 4] == b"PE\0\0":
-            (machine,) = struct.unpack("<H", head[pe + 4:pe + 6])
-            return "pe", _PE_MACHINES.get(machine, hex(machine))
-    if head[:4] == b"\xca\xfe\xba\xbe" and len(head) >= 8:
-        (count,) = struct.unpack(">I", head[4:8])
-        cpus = []
-        for i in range(min(count, 16)):
-            (cpu,) = struct.unpack(">I", head[8 + 20 * i:12 + 20 * i])
-            cpus.append(_MACHO_CPUS.get(cpu, hex(cpu)))
-        return "macho-universal", "+".join(sorted(cpus))
-    if head[:4] == b"\xcf\xfa\xed\xfe" and len(head) >= 8:
-        (cpu,) = struct.unpack("<I", head[4:8])
-        return "macho", _MACHO_CPUS.get(cpu, hex(cpu))
-    return "unknown", ""
+    """``(format, cpu)`` of an executable or shared library, from its header
+    (scripts/dist/packing.py): ``("elf", "x86_64")``, ``("pe", "x86_64")``,
+    ``("macho", "aarch64")``, ``("macho-universal", "aarch64+x86_64")``."""
+    return packing.image_of(path)[:2]
 
 
 # --------------------------------------------------------------------------
@@ -206,15 +181,7 @@ def write_zip(entries, path, when):
     """A deterministic zip: sorted entries, one timestamp, Unix modes (Package
     Control restores the executable bit only from a Unix-made entry)."""
     stamp = time.gmtime(max(when, 315532800))[:6]  # zip times start in 1980
-    tmp = path + ".tmp"
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for rel, data, mode in entries:
-            info = zipfile.ZipInfo(rel, date_time=stamp)
-            info.create_system = 3
-            info.external_attr = (stat.S_IFREG | mode) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
-    os.replace(tmp, path)
+    packing.write_zip(path, [(rel, data, stat.S_IFREG | mode) for rel, data, mode in entries], stamp)
 
 
 def release_date(when):
@@ -286,7 +253,7 @@ def _runs_here(got, entry):
     Mach-O of this machine (``cargo build`` makes no universal binary)."""
     if got == entry[5]:
         return True
-    machine = {"x86_64": "x86_64", "amd64": "x86_64"}.get(platform.machine().lower(), "arm64")
+    machine = {"x86_64": "x86_64", "amd64": "x86_64"}.get(platform.machine().lower(), "aarch64")
     return entry[0] == "osx" and got == ("macho", machine)
 
 

@@ -19,12 +19,12 @@ Reads the files with LLVM's tools (llvm-readobj, llvm-objdump, llvm-nm,
 llvm-lipo). Prints one line per platform; exits 1 with the reasons on failure.
 """
 import argparse
-import ctypes
 import glob
 import hashlib
 import os
 import platform
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -43,17 +43,11 @@ WINDOWS_SYSTEM = re.compile(
 
 
 def tool(name):
-    """An LLVM tool by its plain or versioned Debian name."""
-    for cand in [name] + sorted(glob.glob("/usr/bin/%s-[0-9]*" % name), reverse=True):
-        path = cand if os.path.isabs(cand) else None
-        if path is None:
-            for d in os.environ.get("PATH", "").split(os.pathsep):
-                if os.path.isfile(os.path.join(d, cand)):
-                    path = os.path.join(d, cand)
-                    break
-        if path:
-            return path
-    raise SystemExit("no %s (Debian package llvm)" % name)
+    """An LLVM tool by its plain or versioned Debian name (llvm-lipo-14, ...)."""
+    found = shutil.which(name) or next(iter(sorted(glob.glob("/usr/bin/%s-[0-9]*" % name), reverse=True)), None)
+    if not found:
+        raise SystemExit("no %s (Debian package llvm)" % name)
+    return found
 
 
 def run(*args):

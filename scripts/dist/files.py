@@ -24,6 +24,8 @@ import tarfile
 import time
 import zipfile
 
+import packing  # scripts/dist/packing.py (this folder): reproducible zips
+
 # What each platform needs at least (the floors scripts/dist/check_native.py checks).
 REQUIRES = {
     "x86_64-unknown-linux-gnu": "Linux x86_64, glibc 2.28 or later",
@@ -65,13 +67,11 @@ def archive(out, version, triple, added):
     path = os.path.join(out, name)
     when = epoch()
     if name.endswith(".zip"):
-        with zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
-            for src, rel in entries:
-                info = zipfile.ZipInfo("%s/%s" % (top, rel), time.gmtime(max(when, 315532800))[:6])
-                info.external_attr = (0o100755 if os.access(src, os.X_OK) else 0o100644) << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                with open(src, "rb") as f:
-                    z.writestr(info, f.read())
+        files = []
+        for src, rel in entries:
+            with open(src, "rb") as f:
+                files.append(("%s/%s" % (top, rel), f.read(), 0o100755 if os.access(src, os.X_OK) else 0o100644))
+        packing.write_zip(path, files, time.gmtime(max(when, 315532800))[:6])
     else:
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
@@ -88,7 +88,7 @@ def archive(out, version, triple, added):
         with open(path + ".tmp", "wb") as f:
             with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=9) as g:
                 g.write(raw.getvalue())
-    os.replace(path + ".tmp", path)
+        os.replace(path + ".tmp", path)
     print("dist: %s (%.1f MB)" % (name, os.path.getsize(path) / 1e6))
 
 
