@@ -45,7 +45,7 @@ def _same_file(a, b):
 
 
 def install_bridge(source, dest, windows=None):
-    """Copies the bridge ``source`` to ``dest`` (atomically, mode 0755, with
+    """Copies the bridge ``source`` to ``dest`` (atomically, mode 0700: user-only, with
     the source's modification time; its folder 0700) unless ``dest`` already
     has the source's size and modification time. Returns ``dest``.
 
