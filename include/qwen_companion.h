@@ -229,16 +229,22 @@ extern "C" {
  *
  * `config_json` (nullable, borrowed) is a JSON object; every field is optional:
  * `workspaceRoots` (array of absolute paths), `ideName`, `ideDisplayName`,
- * `ideId` (the lock file's `ideInfo.name`), `lockDir` (default
- * `$QWEN_HOME/ide`, else `~/.qwen/ide`), `ppid` (default: this process, which
- * lives as long as the IDE), `trusted` (default true), `debounceMs` (50),
+ * `ideId` (the lock file's `ideInfo.name`), `cli` (the CLIs served by the one
+ * server: `"qwen"` (default), `"gemini"` or `"both"`; anything else is
+ * `QC_INVALID_ARGUMENT`), `lockDir` (Qwen Code's lock files; default
+ * `$QWEN_HOME/ide`, else `~/.qwen/ide`), `geminiDir` (Gemini CLI's discovery
+ * file; default `<os.tmpdir()>/gemini/ide`, the temporary directory as Node
+ * finds it), `ppid` (default: this process, which lives as long as the IDE;
+ * also the pid in Gemini's file name and `GEMINI_CLI_IDE_PID`), `trusted` (default true), `debounceMs` (50),
  * `maxWaitMs` (200), `maxBodyBytes` (64 MiB), `requestTimeoutMs` (30000: how long
  * openDiff/closeDiff wait for the host), `keepAliveMs` (15000, SSE
  * keep-alive interval, at most 30000).
  * On success `*out` receives a handle owned by the caller: release it with
  * `qc_companion_free`. Starts the companion's callback thread.
  */
-qc_status qc_companion_new(const char *config_json, qc_companion **out, char **error);
+qc_status qc_companion_new(const char *config_json,
+                           qc_companion **out,
+                           char **error);
 
 /**
  * Releases a companion: stops it if running (the lock file is removed),
@@ -251,14 +257,18 @@ qc_status qc_companion_new(const char *config_json, qc_companion **out, char **e
 qc_status qc_companion_free(qc_companion *c);
 
 /**
- * Starts serving: binds 127.0.0.1 on a free port and writes the lock file
- * `<lockDir>/<port>.lock` (dir 0700, file 0600, atomic). Returns
+ * Starts serving: binds 127.0.0.1 on a free port and writes the discovery
+ * file of every CLI served: Qwen Code's `<lockDir>/<port>.lock`, Gemini
+ * CLI's `<geminiDir>/gemini-ide-server-<ppid>-<port>.json` (dirs 0700, files
+ * 0600, atomic; all or none). Gemini files left by editors that have exited
+ * are removed from that directory first. Returns
  * `QC_ALREADY_RUNNING` if running; may be called again after a stop.
  */
 qc_status qc_companion_start(qc_companion *c, char **error);
 
 /**
- * Stops serving: closes every client session, removes the lock file. Returns
+ * Stops serving: removes the discovery files, then closes every client
+ * session. Returns
  * `QC_NOT_RUNNING` when not running (e.g. a second stop). Allowed from inside
  * a callback.
  */
@@ -277,14 +287,42 @@ qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
 qc_status qc_companion_connected_clients(const qc_companion *c, uint32_t *out, char **error);
 
 /**
- * `*out` receives the lock file's path (owned; free with `qc_string_free`).
+ * `*out` receives the diffs open now, oldest first, with the CLI session
+ * that proposed each (owned; free with `qc_string_free`):
+ * `{"clients": n, "diffs": [{"filePath": "…", "session": {"id": "<MCP
+ * session id>", "label": "CLI #2"} | null}]}`. Qwen Code sends no identity
+ * of its own, so sessions are labelled in connection order since the
+ * companion started; show the label only when `clients` is above 1.
+ * Never blocks; may be called from any thread, also from inside the
+ * open-diff callback (the diff is already listed then).
+ */
+qc_status qc_companion_open_diffs_json(const qc_companion *c, char **out, char **error);
+
+/**
+ * `*out` receives the lock file's path (owned; free with `qc_string_free`):
+ * Qwen Code's lock file, or Gemini CLI's discovery file when the companion
+ * serves only Gemini CLI. `QC_NOT_RUNNING` when stopped.
  */
 qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);
 
 /**
+ * `*out` receives the discovery file written for each CLI, as JSON:
+ * `{"qwen": "/home/u/.qwen/ide/41234.lock" | null, "gemini":
+ * "/tmp/gemini/ide/gemini-ide-server-123-41234.json" | null}` (null for a CLI
+ * the companion does not serve). Owned; free with `qc_string_free`.
+ * `QC_NOT_RUNNING` when stopped. Any thread, also inside a callback.
+ */
+qc_status qc_companion_discovery_files_json(const qc_companion *c, char **out, char **error);
+
+/**
  * `*out` receives a JSON object of the environment variables the host must
- * set in its integrated terminals, e.g.
+ * set in its integrated terminals: those of every CLI the companion serves
+ * (the `cli` option), e.g. for `"qwen"`
  * `{"QWEN_CODE_IDE_SERVER_PORT":"41234","QWEN_CODE_IDE_WORKSPACE_PATH":"/a:/b"}`
+ * and for `"gemini"` `GEMINI_CLI_IDE_SERVER_PORT`,
+ * `GEMINI_CLI_IDE_WORKSPACE_PATH` and `GEMINI_CLI_IDE_PID` (this process's
+ * pid, the one in Gemini's discovery file name). Put all of them into every
+ * terminal the editor starts. The token is never among them.
  * (owned; free with `qc_string_free`). `QC_NOT_RUNNING` when stopped.
  */
 qc_status qc_companion_terminal_env_json(const qc_companion *c, char **out, char **error);
@@ -440,6 +478,19 @@ qc_status qc_companion_set_close_diff_callback(qc_companion *c,
 qc_status qc_reply_set_text(qc_reply *reply, const char *text, size_t len, char **error);
 
 /**
+ * In pull mode (after `qc_companion_enable_events`), delivers this object's log
+ * lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+ * them off) as events `{"type":"log","level":N,"message":"…"}` from
+ * `qc_companion_next_event`, in place of a log callback (this replaces one set with
+ * `qc_companion_set_log_callback`, and setting a callback later replaces the
+ * events). For hosts that may not be called on a library thread (LuaJIT).
+ * At most 256 log lines wait; past that the oldest is dropped, so log
+ * lines never crowd out the object's own events. `QC_REFUSED` outside pull
+ * mode.
+ */
+qc_status qc_companion_enable_log_events(qc_companion *c, uint32_t max_level, char **error);
+
+/**
  * Switches the companion to pull mode, for hosts that must not be called on
  * a library thread (LuaJIT, single-threaded event loops): from now on
  * openDiff/closeDiff requests are queued as events instead of calling the
@@ -477,6 +528,42 @@ qc_status qc_companion_respond(qc_companion *c,
                                const char *text,
                                size_t len,
                                char **error);
+
+/**
+ * `*out_json` receives the health report (owned; free with
+ * `qc_string_free`): `{"library": {"version", "abi", "platform"},
+ * "cli", "tested": {"qwen", "gemini", "node"}, "checks": [{"id", "status",
+ * "summary", "detail"?, …}]}`, the checks in this order: `library`, `qwen`,
+ * `gemini`, `node`, `lock_file` (every discovery file: `files` is
+ * `{"qwen": path | null, "gemini": path | null}`), `clis`, `plugin_mcp`,
+ * `participant`; `status` is `ok`, `warn`, `error` or `off` (that part is
+ * not in use: its handle is NULL, or the CLI is not served).
+ * Show each check as one line with its status, `detail` below it.
+ *
+ * `options_json` (borrowed, may be NULL): `{"qwen": "<name or path>",
+ * "gemini": "<name or path>", "cli": "qwen" | "gemini" | "both", "node":
+ * "<name or path>", "path": "<PATH to search>"}`, each optional (`cli`
+ * defaults to the CLIs `c` serves, else `qwen`; only the CLIs in it are run
+ * and checked; the programs default to `qwen`, `gemini`, `node` — searched
+ * like the plugin host's `node`
+ * setting: `PATH`, the login shell's `PATH`, the usual install folders —
+ * and this process's `PATH`). `c`, `h` and `p` are borrowed and may each be
+ * NULL; `h` reports its plugin MCP server and the `settings.json` entries
+ * (user, and the workspace's project settings) that start its bridge.
+ *
+ * Blocks while it runs `qwen --version` / `gemini --version` and `node
+ * --version` (each at most
+ * 5 s; typically well under a second): call it from a thread that may
+ * wait, never from inside a library callback. `QC_REFUSED` on a library
+ * runtime thread; `QC_INVALID_JSON` for bad `options_json` (unknown keys
+ * included); `QC_INVALID_ARGUMENT` for an unknown `cli`.
+ */
+qc_status qc_health_json(const char *options_json,
+                         const qc_companion *c,
+                         const qc_plugin_host *h,
+                         const qc_participant *p,
+                         char **out_json,
+                         char **error);
 
 /**
  * Starts the plugin MCP server of `host`: streamable HTTP on
@@ -908,6 +995,20 @@ qc_status qc_plugin_host_respond(qc_plugin_host *h,
                                  char **error);
 
 /**
+ * In pull mode (after `qc_plugin_host_enable_events`), delivers this object's log
+ * lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+ * them off) as events `{"type":"log","level":N,"message":"…"}` from
+ * `qc_plugin_host_next_event`, in place of a log callback (this replaces one set with
+ * `qc_plugin_host_set_log_callback`, and setting a callback later replaces the
+ * events). For hosts that may not be called on a library thread (LuaJIT).
+ * At most 256 log lines wait; past that the oldest is dropped and counted
+ * (`callbackQueue.pulled.droppedLogs` of `qc_plugin_host_stats`), so log
+ * lines never crowd out the object's own events. `QC_REFUSED` outside pull
+ * mode.
+ */
+qc_status qc_plugin_host_enable_log_events(qc_plugin_host *h, uint32_t max_level, char **error);
+
+/**
  * Switches the host to pull mode, for hosts that must never be called on
  * a library thread (LuaJIT, single-threaded loops): from now on no event
  * or capability callback runs; events and capability requests are queued.
@@ -1219,6 +1320,19 @@ qc_status qc_participant_set_held_callback(qc_participant *p,
                                            char **error);
 
 /**
+ * In pull mode (after `qc_participant_enable_events`), delivers this object's log
+ * lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+ * them off) as events `{"type":"log","level":N,"message":"…"}` from
+ * `qc_participant_next_event`, in place of a log callback (this replaces one set with
+ * `qc_participant_set_log_callback`, and setting a callback later replaces the
+ * events). For hosts that may not be called on a library thread (LuaJIT).
+ * At most 256 log lines wait; past that the oldest is dropped and counted,
+ * so log lines never crowd out the object's own events. `QC_REFUSED`
+ * outside pull mode.
+ */
+qc_status qc_participant_enable_log_events(qc_participant *p, uint32_t max_level, char **error);
+
+/**
  * Switches the participant to pull mode, for hosts that must never be
  * called on a library thread (LuaJIT, single-threaded loops): from now on
  * delivered messages, receipts and hold-buffer changes are queued instead
@@ -1230,7 +1344,7 @@ qc_status qc_participant_set_held_callback(qc_participant *p,
  * Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
  * watch it, then call `qc_participant_next_event` until it gives NULL.
  * Calling it again returns the same handle. The log callback still
- * runs on the callback thread.
+ * runs on the callback thread (or see `qc_participant_enable_log_events`).
  */
 qc_status qc_participant_enable_events(qc_participant *p, int32_t *out_fd, char **error);
 

@@ -15,6 +15,14 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export CARGO_TERM_COLOR=never
+# A CI machine builds once from scratch: incremental caches would only take
+# disk (~1.3 GB). Locally they stay on.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+# Free disk is printed before and after: the suites together build the
+# library for six targets, and a full disk fails them in confusing ways.
+disk_free() { df -Ph "${CARGO_TARGET_DIR:-$root/target}" 2>/dev/null | awk 'NR==2 {print "== disk: " $4 " free of " $2 " (" $6 ")"}' || df -Ph . | awk 'NR==2 {print "== disk: " $4 " free"}'; }
+mkdir -p "${CARGO_TARGET_DIR:-$root/target}"
+disk_free
 
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
@@ -65,6 +73,9 @@ suite kotlin bash bindings/kotlin/run-tests.sh
 suite neovim bash tests/neovim/run.sh
 suite e2e-real-cli bash tests/e2e/run_e2e.sh
 suite e2e-real-cli-sublime bash tests/e2e/run_e2e.sh --host sublime
+suite e2e-neovim bash tests/neovim/run_e2e_nvim.sh
+suite e2e-gemini-cli bash tests/e2e/run_e2e_gemini.sh
+suite e2e-neovim-gemini bash tests/neovim/run_e2e_nvim_gemini.sh
 suite interop-sessions bash tests/interop/run_sessions.sh
 suite e2e-mcp-plugins bash tests/e2e/run_mcp_e2e.sh
 suite views-browser bash tests/views/run_views_browser.sh
@@ -78,6 +89,8 @@ suite c-cross env QC_WINDOWS_LIBDIR="${CARGO_TARGET_DIR:-$root/target}/x86_64-pc
   QC_WINDOWS_DIST="${QC_DIST_DIR:-$root/target/dist}/native/x86_64-pc-windows-gnu" bash tests/c/build_cross.sh
 
 echo
+disk_free
+du -sh "${CARGO_TARGET_DIR:-$root/target}" 2>/dev/null | awk '{print "== target: " $1}'
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
 echo "suites: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -4,6 +4,7 @@
 pub mod error;
 pub mod events;
 pub mod ffi;
+pub mod health;
 pub mod host;
 pub mod ide;
 pub mod loopback;

@@ -195,6 +195,13 @@ impl PluginService {
         self.inner.link.logger().set(sink);
     }
 
+    /// In pull mode, delivers this object's log lines up to `max_level` as
+    /// pulled `{"type":"log"}` events instead of a log callback (`None`: off;
+    /// see [`crate::events::HostLink::enable_log_events`]).
+    pub fn enable_log_events(&self, max_level: Option<LogLevel>) -> Result<()> {
+        self.inner.link.enable_log_events(max_level)
+    }
+
     /// Offers capability `name` to plugins, answered by `offer`'s callback
     /// (or, with `Some(None)`, in pull mode only); `None` withdraws it and
     /// the library default applies again.

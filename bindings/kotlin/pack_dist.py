@@ -129,6 +129,15 @@ def plugin(version, since_build, classes_dir, resources_dir, binding_jar, out):
         if f == "plugin.xml":
             data = patch_plugin_xml(data.decode("utf-8"), version, since_build).encode("utf-8")
         entries["META-INF/" + f] = (data, 0o100644)
+    # Other resources (the toolbar icon): as they are, under their path.
+    for d, _dirs, fs in os.walk(resources_dir):
+        for f in fs:
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, resources_dir).replace(os.sep, "/")
+            if rel.startswith("META-INF/"):
+                continue
+            with open(p, "rb") as fh:
+                entries[rel] = (fh.read(), 0o100644)
     entries["META-INF/MANIFEST.MF"] = (manifest("qwen-companion-intellij", version), 0o100644)
     tmp_jar = out + ".plugin.jar"
     write_zip(tmp_jar, entries)

@@ -5,7 +5,8 @@
 #
 #   bindings/kotlin/run-tests.sh            # everything
 #   bindings/kotlin/run-tests.sh binding    # one suite: binding | sessions | plugins | json | intellij
-#                                           # (intellij-ui, intellij-sessions: parts of intellij)
+#                                           # (intellij-ui, intellij-sessions, intellij-editor,
+#                                           #  intellij-gemini: parts of intellij)
 #   bindings/kotlin/run-tests.sh docs       # only compile the Kotlin examples of the Markdown
 #                                           # files (tests/docs/examples.py; also part of "everything")
 #   bindings/kotlin/run-tests.sh dist       # only the distribution jar + IntelliJ zip built by
@@ -101,7 +102,7 @@ fi
 #    QC_KOTLIN_GLUE_CHECK=0.
 GLUE_SRC=(examples/intellij/src/main/kotlin)
 GLUE_STAMP="$OUT/intellij-glue.checked"
-if [ "${QC_KOTLIN_GLUE_CHECK:-1}" = 1 ] && { [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$GLUE_STAMP" "${GLUE_SRC[@]}" || [ tests/kotlin/intellij_api_stubs.py -nt "$GLUE_STAMP" ] || [ "$BINDING_JAR" -nt "$GLUE_STAMP" ]; }; then
+if [ "${QC_KOTLIN_GLUE_CHECK:-1}" = 1 ] && { [ "${QC_KOTLIN_REBUILD:-0}" = 1 ] || newer_than "$GLUE_STAMP" "${GLUE_SRC[@]}" || [ tests/kotlin/intellij_api_stubs.py -nt "$GLUE_STAMP" ] || [ tests/kotlin/intellij_ui_stubs.py -nt "$GLUE_STAMP" ] || [ tests/kotlin/intellij_editor_stubs.py -nt "$GLUE_STAMP" ] || [ "$BINDING_JAR" -nt "$GLUE_STAMP" ]; }; then
     log "type-checking the IntelliJ glue against API stubs"
     rm -rf "$OUT/ij-stubs" "$OUT/ij-glue"
     python3 tests/kotlin/intellij_api_stubs.py "$OUT/ij-stubs"

@@ -727,9 +727,10 @@ void report_stop_signal(void)
 
 /*
  * Read commands from stdin until EOF, `stop` or a stop signal. Lines may be
- * of any length; a last line without '\n' is still executed.
+ * of any length; a last line without '\n' is still executed. Returns 1 when
+ * `stop` ended the loop.
  */
-void command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx)
+int command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx)
 {
     sbuf in = {0};
     char chunk[65536];
@@ -770,4 +771,5 @@ void command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t
         }
     }
     sb_free(&in);
+    return stop_requested;
 }

@@ -166,9 +166,11 @@ void report_stop_signal(void);
  * handler of its verb in cmds[0..ncmds), ctx passed on, until EOF, the
  * command `stop` (built in: a table needs no row for it) or a stop signal.
  * Blank lines and '#' comments are skipped; an unknown verb or a line with
- * a NUL byte is an error event.
+ * a NUL byte is an error event. Returns 1 when the command `stop` ended it
+ * (a subcommand that answers every command then answers `stop` too), 0 for
+ * EOF, a stop signal or a read error.
  */
-void command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx);
+int command_loop(const qcd_sigmask *wait_mask, const demo_command *cmds, size_t ncmds, void *ctx);
 
 /* ---- the subcommands: argc/argv are main's (argv[1] is the subcommand) */
 

@@ -424,7 +424,7 @@ static const demo_command ide_commands[] = {
 static int ide_emit_ready(ide_demo *d)
 {
     uint16_t port = 0;
-    char *lock = NULL, *env = NULL, *err = NULL;
+    char *lock = NULL, *env = NULL, *files = NULL, *err = NULL;
     sbuf line = {0};
 
     if (!check_status("port", qc_companion_port(d->companion, &port, &err), &err))
@@ -435,9 +435,16 @@ static int ide_emit_ready(ide_demo *d)
         qc_string_free(lock);
         return 0;
     }
+    if (!check_status("discovery files", qc_companion_discovery_files_json(d->companion, &files, &err), &err)) {
+        qc_string_free(lock);
+        qc_string_free(env);
+        return 0;
+    }
     sb_printf(&line, "{\"event\":\"ready\",\"port\":%u,\"lockFile\":", (unsigned)port);
     sb_json_str(&line, lock);
-    /* env is a JSON object produced by the library: embed it verbatim. */
+    /* env and the discovery files are JSON objects produced by the library: embedded verbatim. */
+    sb_puts(&line, ",\"discoveryFiles\":");
+    sb_puts(&line, files != NULL ? files : "{}");
     sb_puts(&line, ",\"env\":");
     sb_puts(&line, env != NULL ? env : "{}");
     sb_putc(&line, '}');
@@ -445,15 +452,20 @@ static int ide_emit_ready(ide_demo *d)
     sb_free(&line);
     qc_string_free(lock);
     qc_string_free(env);
+    qc_string_free(files);
     return 1;
 }
 
 static void ide_usage(FILE *f)
 {
     fputs("usage: " QCDEMO_NAME " ide --workspace " QCD_DIRS " [--ide-name NAME]\n"
+          "          [--cli qwen|gemini|both]\n"
           "\n"
-          "Starts a Qwen Code IDE companion and prints JSON lines on stdout:\n"
-          "  {\"event\":\"ready\",\"port\":N,\"lockFile\":\"...\",\"env\":{...}}\n"
+          "Starts an IDE companion for Qwen Code (--cli qwen, the default), Gemini CLI\n"
+          "(--cli gemini) or both (one server, one port, each CLI's discovery file) and\n"
+          "prints JSON lines on stdout:\n"
+          "  {\"event\":\"ready\",\"port\":N,\"lockFile\":\"...\",\n"
+          "   \"discoveryFiles\":{\"qwen\":\"...\"|null,\"gemini\":\"...\"|null},\"env\":{...}}\n"
           "  {\"event\":\"diff_opened\",\"filePath\":\"...\",\"newContent\":\"...\"}\n"
           "  {\"event\":\"diff_close_requested\",\"filePath\":\"...\"}\n"
           "  {\"event\":\"error\",\"message\":\"...\"}\n"
@@ -480,7 +492,7 @@ static void ide_usage(FILE *f)
 
 int qcdemo_ide_main(int argc, char **argv)
 {
-    const char *workspace = NULL, *ide_name = NULL;
+    const char *workspace = NULL, *ide_name = NULL, *cli = NULL;
     ide_demo d;
     sbuf config = {0};
     qcd_sigmask wait_mask;
@@ -493,7 +505,8 @@ int qcdemo_ide_main(int argc, char **argv)
             return 0;
         }
         if (take_option(argc, argv, &i, "--workspace", &workspace) ||
-            take_option(argc, argv, &i, "--ide-name", &ide_name))
+            take_option(argc, argv, &i, "--ide-name", &ide_name) ||
+            take_option(argc, argv, &i, "--cli", &cli))
             continue;
         fprintf(stderr, QCDEMO_NAME " ide: unknown argument: %s\n", argv[i]);
         ide_usage(stderr);
@@ -501,6 +514,11 @@ int qcdemo_ide_main(int argc, char **argv)
     }
     if (workspace == NULL) {
         fputs(QCDEMO_NAME " ide: --workspace is required\n", stderr);
+        ide_usage(stderr);
+        return 2;
+    }
+    if (cli != NULL && strcmp(cli, "qwen") != 0 && strcmp(cli, "gemini") != 0 && strcmp(cli, "both") != 0) {
+        fprintf(stderr, QCDEMO_NAME " ide: --cli must be qwen, gemini or both, not '%s'\n", cli);
         ide_usage(stderr);
         return 2;
     }
@@ -521,6 +539,10 @@ int qcdemo_ide_main(int argc, char **argv)
     if (ide_name != NULL) {
         sb_puts(&config, ",\"ideName\":");
         sb_json_str(&config, ide_name);
+    }
+    if (cli != NULL) {
+        sb_puts(&config, ",\"cli\":");
+        sb_json_str(&config, cli);
     }
     sb_putc(&config, '}');
 

@@ -10,6 +10,11 @@
  * reaches ours (the library reads it). One-shot commands exit 0 on success,
  * 1 when the request was refused, 2 on a usage error.
  *
+ * Every host the demo opens offers the capability show_notification with
+ * one handler (on_show_notification): the demo "shows" the notification by
+ * printing it as a host_request event and answers {"shown":true}, in a
+ * one-shot call (before its answer line) as in serve.
+ *
  * `serve` runs its calls with qc_plugin_host_call_async and prints the
  * result from the completion callback: callbacks run one at a time, in
  * order, on the library's callback thread, so the ui_push events a call
@@ -23,8 +28,37 @@
 
 /* ---- helpers */
 
+static const member_map request_members[] = {
+    {"id", "id"}, {"plugin", "plugin"}, {"capability", "capability"}, {"params", "params"}};
+
+/* show_notification, for every host of the demo (user_data is the host):
+ * answers {"shown":true}, then prints the request and the answer as
+ * {"event":"host_request",…,"answer":{"shown":true},"answered":BOOL}. It
+ * runs on the host's callback thread, which qc_plugin_host_free joins. */
+static void on_show_notification(void *user_data, uint64_t id, const char *json)
+{
+    qc_plugin_host *h = user_data;
+    static const char answer[] = "{\"shown\":true}";
+    sbuf line = {0};
+    char *err = NULL;
+    qc_status st = qc_plugin_host_respond(h, id, answer, NULL, &err);
+
+    sb_puts(&line, "{\"event\":\"host_request\"");
+    sb_copy_members(&line, js_doc(json), request_members, COUNT_OF(request_members));
+    sb_puts(&line, ",\"answer\":");
+    sb_puts(&line, answer);
+    sb_printf(&line, ",\"answered\":%s}", st == QC_OK ? "true" : "false");
+    emit_line(&line);
+    sb_free(&line);
+    if (st != QC_OK)
+        fprintf(stderr, QCDEMO_NAME " plugins: show_notification: %s: %s\n", qc_status_name(st),
+                err != NULL ? err : "");
+    qc_string_free(err);
+}
+
 /* Creates the host over DIR (NULL: the library's default directory), with
- * the log on stderr. Returns NULL after printing the failure on stderr. */
+ * the log on stderr and show_notification offered (on_show_notification).
+ * Returns NULL after printing the failure on stderr. */
 static qc_plugin_host *plugins_open(const char *dir, const char *timeout_ms, const char *cwd)
 {
     qc_plugin_host *h = NULL;
@@ -56,6 +90,14 @@ static qc_plugin_host *plugins_open(const char *dir, const char *timeout_ms, con
         return NULL;
     }
     qc_plugin_host_set_log_callback(h, on_log, NULL, NULL, QC_LOG_WARN, NULL);
+    st = qc_plugin_host_set_capability_callback(h, "show_notification", on_show_notification, h, NULL, &err);
+    if (st != QC_OK) {
+        fprintf(stderr, QCDEMO_NAME " plugins: show_notification: %s: %s\n", qc_status_name(st),
+                err != NULL ? err : "");
+        qc_string_free(err);
+        qc_plugin_host_free(h);
+        return NULL;
+    }
     return h;
 }
 
@@ -145,20 +187,25 @@ static void plugins_usage(FILE *f)
           "             {\"ok\":false,\"error\":{\"kind\",\"message\",...}}; kind is schema,\n"
           "             unknown_tool, timeout, exited (exitCode, signal, stderrTail),\n"
           "             protocol, too_large, tool_error (pluginMessage), disabled,\n"
-          "             not_found or host\n"
+          "             not_found or host. It is the last line: a show_notification\n"
+          "             the plugin asks for during the call is answered {\"shown\":true}\n"
+          "             and printed before it as a host_request event, as in serve.\n"
           "  serve      one host whose session folder is --cwd (default: the current\n"
           "             folder), with its plugin MCP server and view server running;\n"
           "             first {\"event\":\"ready\",...,\"mcp\":{\"url\",\"env\",\"headers\"},\n"
           "             \"views\":[{plugin,id,title,url}],\"panels\":[{plugin,title,url}]},\n"
           "             then host_request (the demo answers show_notification with\n"
-          "             {\"shown\":true}; a viewId adds params.view {id,title,url}),\n"
-          "             ui_push, plugin_started, plugin_exit, plugin_disabled and\n"
-          "             views_changed events.\n"
+          "             {\"shown\":true}, as in call; a viewId adds params.view\n"
+          "             {id,title,url}), ui_push, plugin_started, plugin_exit,\n"
+          "             plugin_disabled and views_changed events.\n"
           "             stdin commands, each answered by one {\"event\":\"result\"}:\n"
           "               call ID TOOL JSON | visible ID | options ID CONFIG_ID |\n"
           "               parse MIME FILE | startup-finished | unload ID | enable ID |\n"
           "               disable ID | scheme light|dark | stop\n"
-          "             stop, EOF and " QCD_TERM_SIGNAL " end every plugin and exit 0.\n"
+          "             stop, EOF and " QCD_TERM_SIGNAL " end every plugin, print\n"
+          "             {\"event\":\"stopped\"} and exit 0; stop's result follows it as\n"
+          "             the last line (\"ok\":false and exit 1 if the host could not\n"
+          "             be freed).\n"
           "  register-mcp  adds (--remove: removes) the qwen-companion-plugins entry\n"
           "             of Qwen Code's settings: user scope $QWEN_HOME/settings.json,\n"
           "             project scope ./.qwen/settings.json (the current folder is the\n"
@@ -313,8 +360,9 @@ static int plugins_call(const plugins_args *a)
 {
     qc_plugin_host *h;
     char *out = NULL, *ej = NULL, *err = NULL;
-    sbuf opts = {0};
+    sbuf opts = {0}, line = {0};
     qc_status st;
+    int rc;
 
     h = plugins_open(a->dir, NULL, NULL);
     if (h == NULL)
@@ -327,7 +375,15 @@ static int plugins_call(const plugins_args *a)
         qc_string_free(err);
         return plugins_close(h, 2);
     }
-    return plugins_close(h, print_outcome("result", "kind", st, out, ej, err));
+    /* Free the host first: that joins its callback thread, so the
+     * host_request lines of this call are printed before the answer. */
+    rc = plugins_close(h, st == QC_OK ? 0 : 1);
+    sb_putc(&line, '{');
+    sb_outcome(&line, "result", "kind", st, NULL, out, ej, err);
+    sb_putc(&line, '}');
+    emit_line(&line);
+    sb_free(&line);
+    return rc;
 }
 
 /* ---- register-mcp */
@@ -429,8 +485,6 @@ static const member_map started_members[] = {{"plugin", "plugin"}, {"pid", "pid"
 static const member_map exit_members[] = {{"plugin", "plugin"}, {"exitCode", "code"}, {"signal", "signal"},
                                           {"expected", "expected"}, {"stderrTail", "stderrTail"}};
 static const member_map disabled_members[] = {{"plugin", "plugin"}, {"reason", "reason"}};
-static const member_map request_members[] = {
-    {"id", "id"}, {"plugin", "plugin"}, {"capability", "capability"}, {"params", "params"}};
 
 /* The library's events, as demo events (on the callback thread). */
 static void serve_on_event(void *user_data, const char *json)
@@ -465,25 +519,6 @@ static void serve_on_event(void *user_data, const char *json)
     free(type);
 }
 
-/* show_notification: the demo "shows" it and answers {"shown":true}. */
-static void serve_on_notification(void *user_data, uint64_t id, const char *json)
-{
-    serve_state *s = user_data;
-    static const char answer[] = "{\"shown\":true}";
-    sbuf line = {0};
-    char *err = NULL;
-    qc_status st = qc_plugin_host_respond(s->h, id, answer, NULL, &err);
-
-    sb_puts(&line, "{\"event\":\"host_request\"");
-    sb_copy_members(&line, js_doc(json), request_members, COUNT_OF(request_members));
-    sb_puts(&line, ",\"answer\":");
-    sb_puts(&line, answer);
-    sb_printf(&line, ",\"answered\":%s}", st == QC_OK ? "true" : "false");
-    emit_line(&line);
-    sb_free(&line);
-    qc_string_free(err);
-}
-
 /* Prints {"event":"result","command":VERB,"ok":…} (see sb_outcome). */
 static void serve_result(const char *verb, const char *field, qc_status st, const char *value, char *out, char *ej,
                          char *err)
@@ -502,6 +537,25 @@ static void serve_result(const char *verb, const char *field, qc_status st, cons
 static void serve_refuse(const char *verb, qc_status st, const char *message)
 {
     serve_result(verb, NULL, st, message, NULL, NULL, NULL);
+}
+
+/* The answer to `stop`, printed once the host ended every plugin: the last
+ * line, after {"event":"stopped"}; or, when the host could not be freed,
+ * {…,"ok":false,"error":{"kind":"host","message","status"}} (exit 1). */
+static void serve_stop_result(qc_status st)
+{
+    sbuf line = {0};
+    sb_puts(&line, "{\"event\":\"result\",\"command\":\"stop\",");
+    if (st == QC_OK) {
+        sb_puts(&line, "\"ok\":true}");
+    } else {
+        sb_puts(&line, "\"ok\":false,\"error\":{\"kind\":\"host\",\"message\":\"the plugin host could not be "
+                       "freed\",\"status\":");
+        sb_json_str(&line, qc_status_name(st));
+        sb_puts(&line, "}}");
+    }
+    emit_line(&line);
+    sb_free(&line);
 }
 
 /* The completion of `call`: {"ok":…} becomes the result line. */
@@ -671,7 +725,8 @@ static int plugins_serve(const plugins_args *a)
     sbuf line = {0}, mcfg = {0};
     jiter it;
     jspan p;
-    int first = 1;
+    int first = 1, by_stop;
+    qc_status st;
 
     /* Before the library starts any thread. */
     qcd_setup_signals(&wait_mask);
@@ -685,10 +740,6 @@ static int plugins_serve(const plugins_args *a)
     if (s.h == NULL)
         return 1;
     if (!check_status("set_event_callback", qc_plugin_host_set_event_callback(s.h, serve_on_event, &s, NULL, &err),
-                      &err) ||
-        !check_status("set_capability_callback",
-                      qc_plugin_host_set_capability_callback(s.h, "show_notification", serve_on_notification, &s,
-                                                             NULL, &err),
                       &err) ||
         !check_status("plugins_dir", qc_plugin_host_plugins_dir(s.h, &dir, &err), &err) ||
         !check_status("list", qc_plugin_host_list(s.h, &list, NULL, &err), &err)) {
@@ -741,16 +792,22 @@ static int plugins_serve(const plugins_args *a)
     qc_string_free(list);
     qc_string_free(dir);
 
-    command_loop(&wait_mask, serve_commands, COUNT_OF(serve_commands), &s);
+    by_stop = command_loop(&wait_mask, serve_commands, COUNT_OF(serve_commands), &s);
     report_stop_signal();
     /* Ends every plugin (and its descendants) before returning. */
-    if (qc_plugin_host_free(s.h) != QC_OK) {
-        emit_error("plugin_host_free failed");
-        return 1;
-    }
+    st = qc_plugin_host_free(s.h);
     qcd_cond_destroy(&s.cv);
     qcd_mutex_destroy(&s.mu);
+    if (st != QC_OK) {
+        if (by_stop)
+            serve_stop_result(st);
+        else
+            emit_error("plugin_host_free failed: %s", qc_status_name(st));
+        return 1;
+    }
     emit_stopped();
+    if (by_stop)
+        serve_stop_result(QC_OK);
     return 0;
 }
 

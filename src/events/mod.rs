@@ -48,7 +48,8 @@ pub type EventFn = dyn Fn(&Value) + Send + Sync;
 pub struct HostLink {
     dispatcher: Arc<Dispatcher>,
     logger: Arc<Logger>,
-    pull: Mutex<Option<PullQueue>>,
+    /// Shared with the log sink of [`HostLink::enable_log_events`].
+    pull: Arc<Mutex<Option<PullQueue>>>,
     /// Woken when the host pulls an event (pull-mode room for producers).
     pulled: tokio::sync::Notify,
 }
@@ -63,7 +64,7 @@ impl HostLink {
         Ok(HostLink {
             logger: Arc::new(Logger::new(dispatcher.clone())),
             dispatcher,
-            pull: Mutex::new(None),
+            pull: Arc::new(Mutex::new(None)),
             pulled: tokio::sync::Notify::new(),
         })
     }
@@ -90,6 +91,31 @@ impl HostLink {
             *pull = Some(PullQueue::new()?);
         }
         Ok(pull.as_ref().expect("just set").fd())
+    }
+
+    /// In pull mode, delivers the object's log lines up to `max_level` as
+    /// pulled events `{"type":"log","level":1..5,"message":"…"}` (replacing
+    /// a log callback); `None` turns them off. They wait under their own cap
+    /// ([`pull::MAX_LOGS`], oldest first dropped and counted), so they never
+    /// crowd out the object's own events. Refused outside pull mode.
+    pub fn enable_log_events(&self, max_level: Option<crate::host::LogLevel>) -> Result<()> {
+        if !self.pulling() {
+            return Err(Self::not_pulling());
+        }
+        let Some(max) = max_level else {
+            self.logger.set(None);
+            return Ok(());
+        };
+        let pull = Arc::downgrade(&self.pull);
+        let sink: crate::host::LogFn = Arc::new(move |level, message: &str| {
+            if let Some(pull) = pull.upgrade() {
+                if let Some(q) = lock(&pull).as_mut() {
+                    q.push_log(json!({"type": "log", "level": level as u32, "message": message}));
+                }
+            }
+        });
+        self.logger.set(Some((sink, max)));
+        Ok(())
     }
 
     /// True in pull mode.
@@ -191,8 +217,8 @@ impl HostLink {
         let mut v = self.dispatcher.stats().to_json();
         if let Some(q) = lock(&self.pull).as_ref() {
             let s = q.stats();
-            v["pulled"] =
-                json!({"waiting": q.len(), "coalesced": s.coalesced, "refused": s.refused});
+            v["pulled"] = json!({"waiting": q.len(), "coalesced": s.coalesced,
+                "refused": s.refused, "droppedLogs": q.dropped_logs()});
         }
         v
     }

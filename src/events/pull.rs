@@ -21,9 +21,17 @@ use crate::sys::event::{EventHandle, RawEventHandle};
 /// Most events and requests that may wait; past it an event is dropped and a
 /// request refused.
 pub const MAX_QUEUED: usize = 1024;
+/// Most log events (`{"type":"log"}`) that may wait; past it the oldest
+/// waiting one is dropped (and counted) for the new one.
+pub const MAX_LOGS: usize = 256;
 
 pub struct PullQueue {
     queue: Lanes<Value>,
+    /// Log events, in their own bounded queue; each has a place marker in
+    /// `queue` (a `{"type":"log"}` stub without a message) so that events
+    /// and log lines keep their order.
+    logs: std::collections::VecDeque<Value>,
+    dropped_logs: u64,
     pending: HashMap<u64, oneshot::Sender<Answer>>,
     next_id: u64,
     handle: EventHandle,
@@ -38,6 +46,8 @@ impl PullQueue {
                 max_keys: super::dispatch::MAX_LATEST_KEYS,
                 max_key_bytes: super::dispatch::MAX_LATEST_BYTES,
             }),
+            logs: std::collections::VecDeque::new(),
+            dropped_logs: 0,
             pending: HashMap::new(),
             next_id: 1,
             handle,
@@ -65,6 +75,24 @@ impl PullQueue {
         }
         self.signal();
         true
+    }
+
+    /// Queues a log event under [`MAX_LOGS`]: past it the oldest waiting log
+    /// line is dropped (and counted) to make room.
+    pub fn push_log(&mut self, event: Value) {
+        if self.logs.len() >= MAX_LOGS {
+            self.logs.pop_front();
+            self.dropped_logs += 1;
+        } else {
+            self.queue.push_owed(Value::Null);
+        }
+        self.logs.push_back(event);
+        self.signal();
+    }
+
+    /// Log lines dropped because [`MAX_LOGS`] were waiting.
+    pub fn dropped_logs(&self) -> u64 {
+        self.dropped_logs
     }
 
     /// Queues a notification of which only the newest per `key` matters (see
@@ -121,6 +149,13 @@ impl PullQueue {
             let Some(e) = self.queue.pop() else {
                 break None;
             };
+            // A log line's place marker: the oldest waiting log line.
+            if e.is_null() {
+                match self.logs.pop_front() {
+                    Some(log) => break Some(log),
+                    None => continue,
+                }
+            }
             match e.get("id").and_then(Value::as_u64) {
                 Some(id) if self.pending.get(&id).is_none_or(|tx| tx.is_closed()) => {
                     self.pending.remove(&id);

@@ -58,7 +58,7 @@ pub type qc_close_diff_fn = Option<
 
 static COMPANIONS: Lazy<HandleTable<Companion>> = Lazy::new(HandleTable::new);
 
-fn companion(c: *const qc_companion) -> Result<Arc<Companion>> {
+pub(crate) fn companion(c: *const qc_companion) -> Result<Arc<Companion>> {
     COMPANIONS.get(c as usize)
 }
 
@@ -85,9 +85,13 @@ fn with_reply(f: impl FnOnce(*mut qc_reply) -> i32) -> (i32, Option<String>) {
 ///
 /// `config_json` (nullable, borrowed) is a JSON object; every field is optional:
 /// `workspaceRoots` (array of absolute paths), `ideName`, `ideDisplayName`,
-/// `ideId` (the lock file's `ideInfo.name`), `lockDir` (default
-/// `$QWEN_HOME/ide`, else `~/.qwen/ide`), `ppid` (default: this process, which
-/// lives as long as the IDE), `trusted` (default true), `debounceMs` (50),
+/// `ideId` (the lock file's `ideInfo.name`), `cli` (the CLIs served by the one
+/// server: `"qwen"` (default), `"gemini"` or `"both"`; anything else is
+/// `QC_INVALID_ARGUMENT`), `lockDir` (Qwen Code's lock files; default
+/// `$QWEN_HOME/ide`, else `~/.qwen/ide`), `geminiDir` (Gemini CLI's discovery
+/// file; default `<os.tmpdir()>/gemini/ide`, the temporary directory as Node
+/// finds it), `ppid` (default: this process, which lives as long as the IDE;
+/// also the pid in Gemini's file name and `GEMINI_CLI_IDE_PID`), `trusted` (default true), `debounceMs` (50),
 /// `maxWaitMs` (200), `maxBodyBytes` (64 MiB), `requestTimeoutMs` (30000: how long
 /// openDiff/closeDiff wait for the host), `keepAliveMs` (15000, SSE
 /// keep-alive interval, at most 30000).
@@ -115,8 +119,11 @@ pub unsafe extern "C" fn qc_companion_free(c: *mut qc_companion) -> qc_status {
     COMPANIONS.destroy(c, |_| {})
 }
 
-/// Starts serving: binds 127.0.0.1 on a free port and writes the lock file
-/// `<lockDir>/<port>.lock` (dir 0700, file 0600, atomic). Returns
+/// Starts serving: binds 127.0.0.1 on a free port and writes the discovery
+/// file of every CLI served: Qwen Code's `<lockDir>/<port>.lock`, Gemini
+/// CLI's `<geminiDir>/gemini-ide-server-<ppid>-<port>.json` (dirs 0700, files
+/// 0600, atomic; all or none). Gemini files left by editors that have exited
+/// are removed from that directory first. Returns
 /// `QC_ALREADY_RUNNING` if running; may be called again after a stop.
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_start(
@@ -126,7 +133,8 @@ pub unsafe extern "C" fn qc_companion_start(
     boundary(error, || companion(c)?.start())
 }
 
-/// Stops serving: closes every client session, removes the lock file. Returns
+/// Stops serving: removes the discovery files, then closes every client
+/// session. Returns
 /// `QC_NOT_RUNNING` when not running (e.g. a second stop). Allowed from inside
 /// a callback.
 #[no_mangle]
@@ -161,7 +169,26 @@ pub unsafe extern "C" fn qc_companion_connected_clients(
     })
 }
 
-/// `*out` receives the lock file's path (owned; free with `qc_string_free`).
+/// `*out` receives the diffs open now, oldest first, with the CLI session
+/// that proposed each (owned; free with `qc_string_free`):
+/// `{"clients": n, "diffs": [{"filePath": "…", "session": {"id": "<MCP
+/// session id>", "label": "CLI #2"} | null}]}`. Qwen Code sends no identity
+/// of its own, so sessions are labelled in connection order since the
+/// companion started; show the label only when `clients` is above 1.
+/// Never blocks; may be called from any thread, also from inside the
+/// open-diff callback (the diff is already listed then).
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_open_diffs_json(
+    c: *const qc_companion,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    json_result(error, out, || Ok(companion(c)?.open_diffs()))
+}
+
+/// `*out` receives the lock file's path (owned; free with `qc_string_free`):
+/// Qwen Code's lock file, or Gemini CLI's discovery file when the companion
+/// serves only Gemini CLI. `QC_NOT_RUNNING` when stopped.
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_lock_file_path(
     c: *const qc_companion,
@@ -175,9 +202,28 @@ pub unsafe extern "C" fn qc_companion_lock_file_path(
     })
 }
 
+/// `*out` receives the discovery file written for each CLI, as JSON:
+/// `{"qwen": "/home/u/.qwen/ide/41234.lock" | null, "gemini":
+/// "/tmp/gemini/ide/gemini-ide-server-123-41234.json" | null}` (null for a CLI
+/// the companion does not serve). Owned; free with `qc_string_free`.
+/// `QC_NOT_RUNNING` when stopped. Any thread, also inside a callback.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_discovery_files_json(
+    c: *const qc_companion,
+    out: *mut *mut c_char,
+    error: *mut *mut c_char,
+) -> qc_status {
+    json_result(error, out, || companion(c)?.discovery_files())
+}
+
 /// `*out` receives a JSON object of the environment variables the host must
-/// set in its integrated terminals, e.g.
+/// set in its integrated terminals: those of every CLI the companion serves
+/// (the `cli` option), e.g. for `"qwen"`
 /// `{"QWEN_CODE_IDE_SERVER_PORT":"41234","QWEN_CODE_IDE_WORKSPACE_PATH":"/a:/b"}`
+/// and for `"gemini"` `GEMINI_CLI_IDE_SERVER_PORT`,
+/// `GEMINI_CLI_IDE_WORKSPACE_PATH` and `GEMINI_CLI_IDE_PID` (this process's
+/// pid, the one in Gemini's discovery file name). Put all of them into every
+/// terminal the editor starts. The token is never among them.
 /// (owned; free with `qc_string_free`). `QC_NOT_RUNNING` when stopped.
 #[no_mangle]
 pub unsafe extern "C" fn qc_companion_terminal_env_json(
@@ -521,6 +567,26 @@ pub unsafe extern "C" fn qc_reply_set_text(
         // SAFETY: `current` points to the live Reply of the running callback on this thread.
         unsafe { (*current).text = Some(text) };
         Ok(())
+    })
+}
+
+/// In pull mode (after `qc_companion_enable_events`), delivers this object's log
+/// lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+/// them off) as events `{"type":"log","level":N,"message":"…"}` from
+/// `qc_companion_next_event`, in place of a log callback (this replaces one set with
+/// `qc_companion_set_log_callback`, and setting a callback later replaces the
+/// events). For hosts that may not be called on a library thread (LuaJIT).
+/// At most 256 log lines wait; past that the oldest is dropped, so log
+/// lines never crowd out the object's own events. `QC_REFUSED` outside pull
+/// mode.
+#[no_mangle]
+pub unsafe extern "C" fn qc_companion_enable_log_events(
+    c: *mut qc_companion,
+    max_level: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        companion(c)?.enable_log_events(log_events_level(max_level)?)
     })
 }
 

@@ -17,6 +17,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod companion;
+mod health;
 mod mcp;
 mod plugins;
 mod sessions;
@@ -24,6 +25,7 @@ mod util;
 mod views;
 
 pub use companion::*;
+pub use health::*;
 pub use mcp::*;
 pub use plugins::*;
 pub use sessions::*;

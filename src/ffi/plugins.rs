@@ -788,6 +788,27 @@ pub unsafe extern "C" fn qc_plugin_host_respond(
     })
 }
 
+/// In pull mode (after `qc_plugin_host_enable_events`), delivers this object's log
+/// lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+/// them off) as events `{"type":"log","level":N,"message":"…"}` from
+/// `qc_plugin_host_next_event`, in place of a log callback (this replaces one set with
+/// `qc_plugin_host_set_log_callback`, and setting a callback later replaces the
+/// events). For hosts that may not be called on a library thread (LuaJIT).
+/// At most 256 log lines wait; past that the oldest is dropped and counted
+/// (`callbackQueue.pulled.droppedLogs` of `qc_plugin_host_stats`), so log
+/// lines never crowd out the object's own events. `QC_REFUSED` outside pull
+/// mode.
+#[no_mangle]
+pub unsafe extern "C" fn qc_plugin_host_enable_log_events(
+    h: *mut qc_plugin_host,
+    max_level: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        entry(h)?.enable_log_events(log_events_level(max_level)?)
+    })
+}
+
 /// Switches the host to pull mode, for hosts that must never be called on
 /// a library thread (LuaJIT, single-threaded loops): from now on no event
 /// or capability callback runs; events and capability requests are queued.

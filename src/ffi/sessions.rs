@@ -32,7 +32,7 @@ pub struct qc_participant {
 
 static PARTICIPANTS: Lazy<HandleTable<Participant>> = Lazy::new(HandleTable::new);
 
-fn participant(p: *const qc_participant) -> Result<Arc<Participant>> {
+pub(crate) fn participant(p: *const qc_participant) -> Result<Arc<Participant>> {
     PARTICIPANTS.get(p as usize)
 }
 
@@ -480,6 +480,26 @@ pub unsafe extern "C" fn qc_participant_set_held_callback(
     })
 }
 
+/// In pull mode (after `qc_participant_enable_events`), delivers this object's log
+/// lines up to `max_level` (`QC_LOG_ERROR` 1 .. `QC_LOG_TRACE` 5; 0 turns
+/// them off) as events `{"type":"log","level":N,"message":"…"}` from
+/// `qc_participant_next_event`, in place of a log callback (this replaces one set with
+/// `qc_participant_set_log_callback`, and setting a callback later replaces the
+/// events). For hosts that may not be called on a library thread (LuaJIT).
+/// At most 256 log lines wait; past that the oldest is dropped and counted,
+/// so log lines never crowd out the object's own events. `QC_REFUSED`
+/// outside pull mode.
+#[no_mangle]
+pub unsafe extern "C" fn qc_participant_enable_log_events(
+    p: *mut qc_participant,
+    max_level: u32,
+    error: *mut *mut c_char,
+) -> qc_status {
+    boundary(error, || {
+        participant(p)?.enable_log_events(log_events_level(max_level)?)
+    })
+}
+
 /// Switches the participant to pull mode, for hosts that must never be
 /// called on a library thread (LuaJIT, single-threaded loops): from now on
 /// delivered messages, receipts and hold-buffer changes are queued instead
@@ -491,7 +511,7 @@ pub unsafe extern "C" fn qc_participant_set_held_callback(
 /// Windows (`(HANDLE)(intptr_t)*out_fd`; see the conventions at the top):
 /// watch it, then call `qc_participant_next_event` until it gives NULL.
 /// Calling it again returns the same handle. The log callback still
-/// runs on the callback thread.
+/// runs on the callback thread (or see `qc_participant_enable_log_events`).
 #[no_mangle]
 pub unsafe extern "C" fn qc_participant_enable_events(
     p: *mut qc_participant,

@@ -68,6 +68,22 @@ pub(crate) fn log_sink(
     }))
 }
 
+/// `max_level` of a `qc_*_enable_log_events`: 0 turns log events off, 1..5
+/// is the most verbose `QC_LOG_*` level delivered.
+pub(crate) fn log_events_level(max_level: u32) -> Result<Option<LogLevel>> {
+    match max_level {
+        0 => Ok(None),
+        QC_LOG_ERROR => Ok(Some(LogLevel::Error)),
+        QC_LOG_WARN => Ok(Some(LogLevel::Warn)),
+        QC_LOG_INFO => Ok(Some(LogLevel::Info)),
+        QC_LOG_DEBUG => Ok(Some(LogLevel::Debug)),
+        QC_LOG_TRACE => Ok(Some(LogLevel::Trace)),
+        _ => Err(Error::invalid_argument(
+            "max_level must be 0 (off) or QC_LOG_ERROR (1) .. QC_LOG_TRACE (5)",
+        )),
+    }
+}
+
 /// A callback receiving one JSON document (borrowed for the call).
 pub type qc_json_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, json: *const c_char)>;
 

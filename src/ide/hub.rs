@@ -75,6 +75,9 @@ pub struct IdeSession {
     /// The publication number last delivered to this session (kept across
     /// stream reconnects).
     sent_seq: Arc<AtomicU64>,
+    /// This session's place in connection order (1 for the first session
+    /// since the companion started; 0 until numbered).
+    number: u64,
 }
 
 pub struct Hub {
@@ -89,6 +92,8 @@ pub struct Hub {
     logger: Arc<Logger>,
     runtime: tokio::runtime::Handle,
     stuck_after: Duration,
+    /// The last session number given (see [`Hub::session_label`]).
+    numbered: AtomicU64,
 }
 
 impl Hub {
@@ -114,7 +119,24 @@ impl Hub {
             logger,
             runtime,
             stuck_after: STUCK_AFTER,
+            numbered: AtomicU64::new(0),
         }
+    }
+
+    fn number(&self, s: &mut IdeSession) {
+        if s.number == 0 {
+            s.number = self.numbered.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+    }
+
+    /// How the user is shown session `session_id`: `CLI #n`, numbered in
+    /// connection order since the companion started. Qwen Code sends no
+    /// identity of its own (every CLI's `clientInfo` is the same), so the
+    /// order is all that tells two CLIs apart.
+    pub fn session_label(&self, session_id: &str) -> Option<String> {
+        let map = self.sessions.lock();
+        let n = map.get(session_id)?.data.number;
+        (n > 0).then(|| format!("CLI #{n}"))
     }
 
     /// Overrides [`STUCK_AFTER`] (the `stalledClientMs` setting).
@@ -129,7 +151,8 @@ impl Hub {
     /// `session_id` was just created by an `initialize` request.
     pub fn session_created(&self, session_id: &str) {
         let mut map = self.sessions.lock();
-        self.sessions.entry(&mut map, session_id);
+        let e = self.sessions.entry(&mut map, session_id);
+        self.number(&mut e.data);
     }
 
     /// A request of `session_id` arrived.
@@ -141,6 +164,7 @@ impl Hub {
     pub fn peer_initialized(&self, session_id: &str, peer: Peer<RoleServer>) {
         let mut map = self.sessions.lock();
         let e = self.sessions.entry(&mut map, session_id);
+        self.number(&mut e.data);
         e.data.peer = Some(peer);
         let start = e.life.stream_open;
         if start {

@@ -1,11 +1,13 @@
-//! The IDE companion — an MCP server Qwen Code connects to, the lock
-//! file that lets it find the server, the editor context it receives and the
-//! diffs it asks the IDE to show.
+//! The IDE companion — an MCP server Qwen Code and Gemini CLI connect to,
+//! the discovery files that let each find the server, the editor context
+//! it receives and the diffs it asks the IDE to show.
 //!
 //! [`Companion`] is the Rust API; `crate::ffi` wraps it for C.
 
+mod config;
 pub mod context;
 mod debounce;
+pub mod discovery;
 pub mod hub;
 pub mod lockfile;
 pub mod server;
@@ -18,17 +20,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result, Status};
 use crate::events::{Answer, HostLink};
 use crate::host::{LogFn, LogLevel, Logger, Slot};
+use crate::loopback;
 use crate::loopback::guard::{OriginPolicy, Policy};
-use crate::loopback::sessions::Lifecycle;
-use crate::loopback::{self, Limits};
 use crate::runtime::{self, RuntimeRef};
+use config::validate_roots;
+pub use config::{Config, Settings};
 use context::ContextState;
 use hub::{Hub, Notification};
 
@@ -37,209 +39,30 @@ pub type OpenDiffFn = dyn Fn(&str, &str) -> std::result::Result<(), String> + Se
 /// Host callback asked to close a diff: returns the final buffer text (or `None`).
 pub type CloseDiffFn = dyn Fn(&str) -> std::result::Result<Option<String>, String> + Send + Sync;
 
-const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Most diffs kept open at once, and most bytes of proposed content they
 /// hold; past either the oldest is closed (`ide/diffClosed`).
 const MAX_OPEN_DIFFS: usize = 32;
 const MAX_OPEN_DIFF_BYTES: usize = 256 * 1024 * 1024;
 
-/// Companion configuration (the JSON object given to `qc_companion_new`).
-/// Unknown keys are refused (by the embedded [`loopback::ServerConfig`]).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Config {
-    /// Absolute workspace root folders.
-    #[serde(default)]
-    pub workspace_roots: Vec<String>,
-    /// Human-readable IDE name (`ideName`, `ideInfo.displayName`).
-    #[serde(default)]
-    pub ide_name: Option<String>,
-    /// Display name for `ideInfo.displayName` (defaults to `ideName`).
-    #[serde(default)]
-    pub ide_display_name: Option<String>,
-    /// Identifier for `ideInfo.name` (defaults to a slug of `ideName`).
-    #[serde(default)]
-    pub ide_id: Option<String>,
-    /// Directory for lock files (default `$QWEN_HOME/ide` or `~/.qwen/ide`).
-    #[serde(default)]
-    pub lock_dir: Option<PathBuf>,
-    /// `ppid` written to the lock file; defaults to this process's pid, which
-    /// lives exactly as long as the IDE hosting the library.
-    #[serde(default)]
-    pub ppid: Option<u32>,
-    /// Initial workspace trust.
-    #[serde(default = "default_true")]
-    pub trusted: bool,
-    /// Trailing debounce of context updates in milliseconds (default 50).
-    #[serde(default)]
-    pub debounce_ms: Option<u64>,
-    /// Longest a context update may be held back by continuous events (default 200).
-    #[serde(default)]
-    pub max_wait_ms: Option<u64>,
-    /// How long openDiff/closeDiff wait for the host's answer, in milliseconds
-    /// (default 30000; 100 ..= 600000). After it the CLI gets an error.
-    #[serde(default)]
-    pub request_timeout_ms: Option<u64>,
-    /// A client whose stream has not taken a notification for this long is
-    /// dropped like an abandoned session, in milliseconds (default 30000;
-    /// 100 ..= 600000).
-    #[serde(default)]
-    pub stalled_client_ms: Option<u64>,
-    /// The settings every loopback server shares (`maxBodyBytes`, default
-    /// 64 MiB; `keepAliveMs`; `http`; `sessionGraceMs`; `maxSessions`).
-    #[serde(flatten)]
-    pub server: loopback::ServerConfig,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            workspace_roots: Vec::new(),
-            ide_name: None,
-            ide_display_name: None,
-            ide_id: None,
-            lock_dir: None,
-            ppid: None,
-            trusted: true,
-            debounce_ms: None,
-            max_wait_ms: None,
-            request_timeout_ms: None,
-            server: loopback::ServerConfig::default(),
-            stalled_client_ms: None,
-        }
-    }
-}
-
-impl loopback::config::EmbedsServerConfig for Config {
-    fn server_config(&self) -> &loopback::ServerConfig {
-        &self.server
-    }
-}
-
-impl Config {
-    /// Parses the JSON configuration (`None` or empty = defaults).
-    pub fn from_json(json: Option<&str>) -> Result<Config> {
-        loopback::config::parse(json, "companion")
-    }
-}
-
-/// Validated settings derived from [`Config`].
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub workspace_roots: Vec<String>,
-    pub ide_name: String,
-    pub ide_display_name: String,
-    pub ide_id: String,
-    pub lock_dir: Option<PathBuf>,
-    pub ppid: u32,
-    pub debounce: Duration,
-    pub max_wait: Duration,
-    pub max_body_bytes: usize,
-    pub keep_alive: Duration,
-    pub request_timeout: Duration,
-    pub limits: Limits,
-    pub lifecycle: Lifecycle,
-    pub stalled_client: Duration,
-}
-
-fn validate_roots(roots: &[String]) -> Result<()> {
-    for r in roots {
-        if !PATH_STYLE.is_absolute(r) {
-            return Err(Error::invalid_argument(format!(
-                "workspace root {r:?} is not an absolute path"
-            )));
-        }
-        if r.contains('\0') {
-            return Err(Error::invalid_argument("workspace root contains NUL"));
-        }
-    }
-    Ok(())
-}
-
-fn slug(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .filter_map(|c| {
-            if c.is_ascii_alphanumeric() {
-                Some(c.to_ascii_lowercase())
-            } else if c == ' ' || c == '-' || c == '_' {
-                Some('-')
-            } else {
-                None
-            }
-        })
-        .collect();
-    if s.is_empty() {
-        "qwen-companion".into()
-    } else {
-        s
-    }
-}
-
-impl Settings {
-    fn from_config(c: Config) -> Result<Settings> {
-        validate_roots(&c.workspace_roots)?;
-        let ide_name = c
-            .ide_name
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "Qwen Companion".to_string());
-        let ide_display_name = c
-            .ide_display_name
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| ide_name.clone());
-        let ide_id = c
-            .ide_id
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| slug(&ide_name));
-        let debounce = Duration::from_millis(c.debounce_ms.unwrap_or(50));
-        let max_wait = Duration::from_millis(c.max_wait_ms.unwrap_or(200));
-        if debounce > Duration::from_secs(10) || max_wait > Duration::from_secs(60) {
-            return Err(Error::invalid_argument(
-                "debounceMs must be <= 10000 and maxWaitMs <= 60000",
-            ));
-        }
-        let server = c.server.settings(DEFAULT_MAX_BODY_BYTES)?;
-        let request_timeout = Duration::from_millis(c.request_timeout_ms.unwrap_or(30_000));
-        if request_timeout < Duration::from_millis(100)
-            || request_timeout > Duration::from_secs(600)
-        {
-            return Err(Error::invalid_argument(
-                "requestTimeoutMs must be between 100 and 600000",
-            ));
-        }
-        let stalled_client = Duration::from_millis(c.stalled_client_ms.unwrap_or(30_000));
-        if stalled_client < Duration::from_millis(100) || stalled_client > Duration::from_secs(600)
-        {
-            return Err(Error::invalid_argument(
-                "stalledClientMs must be between 100 and 600000",
-            ));
-        }
-        Ok(Settings {
-            stalled_client,
-            limits: server.limits,
-            lifecycle: server.lifecycle,
-            keep_alive: server.keep_alive,
-            request_timeout,
-            workspace_roots: c.workspace_roots,
-            ide_name,
-            ide_display_name,
-            ide_id,
-            lock_dir: c.lock_dir,
-            ppid: c.ppid.unwrap_or_else(crate::sys::process::current_pid),
-            debounce,
-            max_wait: max_wait.max(debounce),
-            max_body_bytes: server.max_body_bytes,
-        })
-    }
-}
-
 struct OpenDiff {
     id: u64,
     proposed: String,
+    /// The CLI session that proposed it, when known.
+    source: Option<DiffSource>,
+}
+
+/// The CLI session that proposed a diff: its MCP session id and the label
+/// the user is shown (`CLI #n`, see [`hub::Hub::session_label`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DiffSource {
+    pub id: String,
+    pub label: String,
+}
+
+impl DiffSource {
+    fn to_json(source: Option<&DiffSource>) -> Value {
+        source.map_or(Value::Null, |s| json!({"id": s.id, "label": s.label}))
+    }
 }
 
 /// The open diffs by path, bounded in count and bytes.
@@ -292,8 +115,9 @@ struct Running {
     runtime: Arc<RuntimeRef>,
     port: u16,
     token: String,
-    lock_path: PathBuf,
-    lock_dir: PathBuf,
+    /// Where each CLI's discovery file goes, and the files written.
+    dirs: discovery::Dirs,
+    files: discovery::Written,
     cancel: CancellationToken,
     /// Cancelled first on stop: questions still waiting for the host are
     /// answered with an error, so no CLI request is left without a reply.
@@ -321,8 +145,14 @@ pub struct Inner {
 
 /// A question for the host (answered by a callback or through the event queue).
 pub(crate) enum HostRequest {
-    OpenDiff { path: String, content: String },
-    CloseDiff { path: String },
+    OpenDiff {
+        path: String,
+        content: String,
+        source: Option<DiffSource>,
+    },
+    CloseDiff {
+        path: String,
+    },
 }
 
 impl Inner {
@@ -330,9 +160,21 @@ impl Inner {
         lock(&self.settings).clone()
     }
 
-    pub(crate) fn diffs_open(&self, path: &str, proposed: String) -> u64 {
+    pub(crate) fn diffs_open(
+        &self,
+        path: &str,
+        proposed: String,
+        source: Option<DiffSource>,
+    ) -> u64 {
         let id = self.next_diff_id.fetch_add(1, Ordering::Relaxed);
-        let evicted = lock(&self.diffs).insert(path, OpenDiff { id, proposed });
+        let evicted = lock(&self.diffs).insert(
+            path,
+            OpenDiff {
+                id,
+                proposed,
+                source,
+            },
+        );
         if !evicted.is_empty() {
             let hub = self.hub();
             for p in evicted {
@@ -371,8 +213,14 @@ impl Inner {
     /// has neither for this request.
     pub(crate) async fn ask_host(&self, request: HostRequest) -> Option<Answer> {
         let event = match &request {
-            HostRequest::OpenDiff { path, content } => {
-                json!({"type": "openDiff", "filePath": path, "newContent": content})
+            HostRequest::OpenDiff {
+                path,
+                content,
+                source,
+            } => {
+                let clients = self.hub().map_or(0, |h| h.active_sessions());
+                json!({"type": "openDiff", "filePath": path, "newContent": content,
+                    "session": DiffSource::to_json(source.as_ref()), "clients": clients})
             }
             HostRequest::CloseDiff { path } => json!({"type": "closeDiff", "filePath": path}),
         };
@@ -381,7 +229,7 @@ impl Inner {
             None => {
                 let d = self.link.dispatcher();
                 match request {
-                    HostRequest::OpenDiff { path, content } => {
+                    HostRequest::OpenDiff { path, content, .. } => {
                         let cb = self.open_diff_cb.get()?;
                         d.call(move || cb(&path, &content).map(|()| None))
                     }
@@ -425,6 +273,15 @@ impl Inner {
     fn hub(&self) -> Option<Arc<Hub>> {
         lock(&self.running).as_ref().map(|r| r.hub.clone())
     }
+
+    /// The label of CLI session `sid` (see [`hub::Hub::session_label`]).
+    pub(crate) fn diff_source(&self, sid: &str) -> Option<DiffSource> {
+        let label = self.hub()?.session_label(sid)?;
+        Some(DiffSource {
+            id: sid.to_string(),
+            label,
+        })
+    }
 }
 
 /// An IDE companion: one per IDE window.
@@ -455,6 +312,13 @@ impl Companion {
 
     pub fn set_log_callback(&self, sink: Option<(LogFn, LogLevel)>) {
         self.inner.logger.set(sink);
+    }
+
+    /// In pull mode, delivers this object's log lines up to `max_level` as
+    /// pulled `{"type":"log"}` events instead of a log callback (`None`: off;
+    /// see [`crate::events::HostLink::enable_log_events`]).
+    pub fn enable_log_events(&self, max_level: Option<LogLevel>) -> Result<()> {
+        self.inner.link.enable_log_events(max_level)
     }
     pub fn set_open_diff_callback(&self, cb: Option<Arc<OpenDiffFn>>) {
         self.inner.open_diff_cb.set(cb);
@@ -492,19 +356,38 @@ impl Companion {
         self.inner.link.on_callback_thread()
     }
 
-    fn lock_contents(settings: &Settings, port: u16, token: &str) -> Value {
-        json!({
-            "port": port,
-            "workspacePath": lockfile::workspace_path_value(&settings.workspace_roots, PATH_STYLE),
-            "authToken": token,
-            "ppid": settings.ppid,
-            "ideName": settings.ide_name,
-            "ideInfo": {"name": settings.ide_id, "displayName": settings.ide_display_name},
-        })
+    /// What the discovery files and terminal variables are made from.
+    fn endpoint<'a>(settings: &'a Settings, port: u16, token: &'a str) -> discovery::Endpoint<'a> {
+        discovery::Endpoint {
+            port,
+            token,
+            roots: &settings.workspace_roots,
+            pid: settings.ppid,
+            ide_name: &settings.ide_name,
+            ide_display_name: &settings.ide_display_name,
+            ide_id: &settings.ide_id,
+            style: PATH_STYLE,
+        }
     }
 
-    /// Binds 127.0.0.1 on a free port, serves `/mcp` and writes the lock file.
-    /// On any failure nothing is left running and no lock file is written.
+    /// Logs the roots a served CLI cannot be told about.
+    fn warn_unreachable_roots(&self, settings: &Settings, ep: &discovery::Endpoint<'_>) {
+        for cli in settings.clis.iter() {
+            let roots = ep.unreachable_roots(cli);
+            if !roots.is_empty() {
+                self.inner.logger.warn(|| {
+                    format!(
+                        "{} cannot be told about the workspace roots {roots:?}: they contain the path delimiter",
+                        cli.key()
+                    )
+                });
+            }
+        }
+    }
+
+    /// Binds 127.0.0.1 on a free port, serves `/mcp` and writes the
+    /// discovery file of every CLI served. On any failure nothing is left
+    /// running and no discovery file is written.
     pub fn start(&self) -> Result<()> {
         let mut running = lock(&self.inner.running);
         if running.is_some() {
@@ -514,7 +397,8 @@ impl Companion {
             ));
         }
         let settings = self.inner.settings();
-        let lock_dir = lockfile::lock_dir(settings.lock_dir.as_deref())?;
+        let dirs =
+            discovery::Dirs::resolve(settings.lock_dir.as_deref(), settings.gemini_dir.as_deref())?;
         let token = crate::shared::rand::random_hex(32)?;
         let (std_listener, port) = loopback::bind_loopback()?;
         // The debounce thread first: it is the last fallible step that needs
@@ -597,12 +481,9 @@ impl Companion {
                 return Err(e);
             }
         };
-        let lock_path = match lockfile::write_lock(
-            &lock_dir,
-            port,
-            &Self::lock_contents(&settings, port, &token),
-        ) {
-            Ok(p) => p,
+        let endpoint = Self::endpoint(&settings, port, &token);
+        let files = match discovery::Written::write_all(settings.clis, &dirs, &endpoint) {
+            Ok(f) => f,
             Err(e) => {
                 cancel.cancel();
                 server.abort();
@@ -619,18 +500,20 @@ impl Companion {
             hub::session_dead,
             |_, _| {},
         ));
+        self.warn_unreachable_roots(&settings, &endpoint);
         self.inner.logger.info(|| {
             format!(
-                "listening on 127.0.0.1:{port}, lock file {}",
-                lock_path.display()
+                "listening on 127.0.0.1:{port} for {}, discovery files {}",
+                settings.clis.name(),
+                files.to_json()
             )
         });
         *running = Some(Running {
             runtime: rt,
             port,
             token,
-            lock_path,
-            lock_dir,
+            dirs,
+            files,
             requests: CancellationToken::new(),
             cancel,
             hub,
@@ -645,8 +528,9 @@ impl Companion {
         let Some(r) = lock(&self.inner.running).take() else {
             return Err(Error::not_running());
         };
-        // The lock file goes first: a client answered below must not find it.
-        let removed = lockfile::remove_lock(&r.lock_path);
+        // The discovery files go first: a client answered below must not
+        // find them.
+        let removed = r.files.remove_all();
         r.requests.cancel();
         let debouncer = lock(&self.inner.debouncer).take();
         if let Some(d) = debouncer {
@@ -692,11 +576,29 @@ impl Companion {
             .ok_or_else(Error::not_running)
     }
 
+    /// Qwen Code's lock file, or Gemini CLI's discovery file when only
+    /// Gemini CLI is served.
     pub fn lock_file_path(&self) -> Result<PathBuf> {
+        let running = lock(&self.inner.running);
+        let r = running.as_ref().ok_or_else(Error::not_running)?;
+        r.files
+            .first()
+            .map(PathBuf::from)
+            .ok_or_else(|| Error::new(Status::Internal, "no discovery file was written"))
+    }
+
+    /// The discovery file of each CLI: `{"qwen": path | null, "gemini":
+    /// path | null}` (null for a CLI not served).
+    pub fn discovery_files(&self) -> Result<Value> {
         lock(&self.inner.running)
             .as_ref()
-            .map(|r| r.lock_path.clone())
+            .map(|r| r.files.to_json())
             .ok_or_else(Error::not_running)
+    }
+
+    /// The CLIs served (the `cli` option).
+    pub fn clis(&self) -> discovery::Clis {
+        self.inner.settings().clis
     }
 
     /// The bearer token clients must present (also in the lock file).
@@ -708,6 +610,28 @@ impl Companion {
     }
 
     /// Number of clients currently able to receive notifications.
+    /// The diffs open now, oldest first, with the CLI session that proposed
+    /// each: `{"clients": n, "diffs": [{"filePath", "session": {"id",
+    /// "label"} | null}]}`. `clients` is [`Companion::connected_clients`];
+    /// editors name the session on a diff only when it is above 1.
+    pub fn open_diffs(&self) -> Value {
+        let mut diffs: Vec<(u64, Value)> = lock(&self.inner.diffs)
+            .by_path
+            .iter()
+            .map(|(path, d)| {
+                (
+                    d.id,
+                    json!({"filePath": path, "session": DiffSource::to_json(d.source.as_ref())}),
+                )
+            })
+            .collect();
+        diffs.sort_by_key(|(id, _)| *id);
+        json!({
+            "clients": self.connected_clients(),
+            "diffs": diffs.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        })
+    }
+
     pub fn connected_clients(&self) -> usize {
         self.inner.hub().map(|h| h.active_sessions()).unwrap_or(0)
     }
@@ -738,14 +662,16 @@ impl Companion {
         }))
     }
 
-    /// Variables the host must set in its integrated terminals.
+    /// Variables the host must set in its integrated terminals: those of
+    /// every CLI served.
     pub fn terminal_env(&self) -> Result<Value> {
-        let port = self.port()?;
+        let (port, token) = {
+            let running = lock(&self.inner.running);
+            let r = running.as_ref().ok_or_else(Error::not_running)?;
+            (r.port, r.token.clone())
+        };
         let settings = self.inner.settings();
-        Ok(json!({
-            "QWEN_CODE_IDE_SERVER_PORT": port.to_string(),
-            "QWEN_CODE_IDE_WORKSPACE_PATH": lockfile::workspace_path_value(&settings.workspace_roots, PATH_STYLE),
-        }))
+        Ok(Self::endpoint(&settings, port, &token).terminal_env(settings.clis))
     }
 
     /// Replaces the workspace roots; rewrites the lock file when running.
@@ -755,14 +681,12 @@ impl Companion {
         let running = lock(&self.inner.running);
         if let Some(r) = running.as_ref() {
             let settings = self.inner.settings();
-            lockfile::write_lock(
-                &r.lock_dir,
-                r.port,
-                &Self::lock_contents(&settings, r.port, &r.token),
-            )?;
+            let endpoint = Self::endpoint(&settings, r.port, &r.token);
+            r.files.rewrite(&r.dirs, &endpoint)?;
+            self.warn_unreachable_roots(&settings, &endpoint);
             self.inner
                 .logger
-                .info(|| "workspace roots changed, lock file rewritten".into());
+                .info(|| "workspace roots changed, discovery files rewritten".into());
         }
         Ok(())
     }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::hub::{Hub, Notification};
 use super::{HostRequest, Inner};
 use crate::loopback::guard::Policy;
-use crate::loopback::mcp::{self, SESSION_HEADER};
+use crate::loopback::mcp::{self, session_id};
 use crate::loopback::resume::McpSessions;
 
 /// Per-server state shared by the HTTP guard and the MCP handler.
@@ -148,7 +148,7 @@ fn arg_path(args: &Map<String, Value>) -> Result<String, CallToolResult> {
 }
 
 impl IdeMcp {
-    async fn open_diff(&self, args: Map<String, Value>) -> CallToolResult {
+    async fn open_diff(&self, args: Map<String, Value>, sid: Option<String>) -> CallToolResult {
         let path = match arg_path(&args) {
             Ok(p) => p,
             Err(e) => return e,
@@ -157,11 +157,13 @@ impl IdeMcp {
             return tool_error("newContent (string) is required");
         };
         let inner = &self.state.inner;
-        let id = inner.diffs_open(&path, new_content.clone());
+        let source = sid.as_deref().and_then(|sid| inner.diff_source(sid));
+        let id = inner.diffs_open(&path, new_content.clone(), source.clone());
         let outcome = match inner
             .ask_host(HostRequest::OpenDiff {
                 path: path.clone(),
                 content: new_content.clone(),
+                source,
             })
             .await
         {
@@ -237,11 +239,12 @@ impl ServerHandler for IdeMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
+        let sid = session_id(&context.extensions).map(str::to_string);
         let result = match request.name.as_ref() {
-            "openDiff" => self.open_diff(args).await,
+            "openDiff" => self.open_diff(args, sid).await,
             "closeDiff" => self.close_diff(args).await,
             other => {
                 return Err(McpError::invalid_params(
@@ -254,14 +257,8 @@ impl ServerHandler for IdeMcp {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let session_id = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get(SESSION_HEADER))
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        match session_id {
-            Some(sid) => self.state.hub.peer_initialized(&sid, context.peer.clone()),
+        match session_id(&context.extensions) {
+            Some(sid) => self.state.hub.peer_initialized(sid, context.peer.clone()),
             None => self
                 .state
                 .inner

@@ -2,7 +2,8 @@
 //! of a request: the shared checks ([`super::guard`]), then keeping the
 //! session lifecycle informed — a request seen, a session created by an
 //! `initialize` answer, a GET stream opened and (when its body is dropped)
-//! closed. Each server says what those events mean for it through
+//! closed — and the one change made to what rmcp streams
+//! ([`without_empty_data`]). Each server says what those events mean for it through
 //! [`SessionEvents`]; the HTTP side exists once, here.
 
 use std::sync::{Arc, Weak};
@@ -19,6 +20,14 @@ use crate::host::Logger;
 
 /// The session header of MCP's streamable HTTP transport.
 pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The MCP session id of a request or notification handled by rmcp (its
+/// `Mcp-Session-Id` header), if it has one.
+pub fn session_id(ext: &rmcp::model::Extensions) -> Option<&str> {
+    ext.get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get(SESSION_HEADER))
+        .and_then(|v| v.to_str().ok())
+}
 
 /// What a server does when its sessions move.
 pub trait SessionEvents: Send + Sync + 'static {
@@ -87,9 +96,6 @@ pub async fn guard_and_track<E: SessionEvents>(
             events.created(sid);
         }
     }
-    let Some(sid) = stream_session else {
-        return response;
-    };
     let is_stream = response.status() == StatusCode::OK
         && response
             .headers()
@@ -99,18 +105,73 @@ pub async fn guard_and_track<E: SessionEvents>(
     if !is_stream {
         return response;
     }
-    let generation = events.stream_opened(&sid);
-    let closed = StreamClosed {
-        events: Arc::downgrade(events),
-        sid,
-        generation,
-    };
+    // A GET stream's end is reported when its body is dropped.
+    let closed = stream_session.map(|sid| {
+        let generation = events.stream_opened(&sid);
+        StreamClosed {
+            events: Arc::downgrade(events),
+            sid,
+            generation,
+        }
+    });
     let (parts, body) = response.into_parts();
+    if closed.is_none() && hyper::body::Body::size_hint(&body).exact().is_some() {
+        // A whole answer of known length (made by the server, not one of
+        // rmcp's streams): sent as it is, with its `Content-Length`.
+        return Response::from_parts(parts, body);
+    }
     let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
         let _ = &closed;
-        chunk
+        chunk.map(without_empty_data)
     }));
     Response::from_parts(parts, body)
+}
+
+/// An SSE chunk without the empty `data:` line of rmcp's priming events.
+///
+/// rmcp starts every stream (GET, and each POST answer) with a priming
+/// event, `data: \nid: 0\nretry: 3000\n\n`, whose empty data line makes it
+/// a message event with the data `""`. Qwen Code's MCP client skips such an
+/// event; Gemini CLI's (0.61.0) runs `JSON.parse` on it, fails, and drops
+/// the IDE connection. Without the data line the event is not dispatched
+/// at all (the SSE rules), while its `id` and `retry` still take effect for
+/// both clients, so resuming and reconnecting work as before. Events with
+/// data, comments (keep-alives) and anything that does not parse as whole
+/// events pass unchanged.
+pub fn without_empty_data(chunk: axum::body::Bytes) -> axum::body::Bytes {
+    let Ok(text) = std::str::from_utf8(&chunk) else {
+        return chunk;
+    };
+    if !text.ends_with("\n\n") {
+        return chunk;
+    }
+    let mut changed = false;
+    let mut out = String::with_capacity(text.len());
+    for event in text[..text.len() - 2].split("\n\n") {
+        let lines: Vec<&str> = event.split('\n').collect();
+        let is_data = |l: &&str| *l == "data" || l.starts_with("data:");
+        let empty_data = |l: &&str| matches!(*l, "data" | "data:" | "data: ");
+        let has_field = lines.iter().any(|l| !l.starts_with(':') && !is_data(l));
+        if lines.iter().any(is_data)
+            && lines.iter().filter(|l| is_data(l)).all(empty_data)
+            && has_field
+        {
+            changed = true;
+            for l in lines.iter().filter(|l| !is_data(l)) {
+                out.push_str(l);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(event);
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if changed {
+        axum::body::Bytes::from(out)
+    } else {
+        chunk
+    }
 }
 
 /// Reports a GET stream's end when its body is dropped (client gone or

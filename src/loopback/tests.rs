@@ -41,3 +41,33 @@ fn admit_evicts_the_oldest_unproven_then_refuses() {
     assert_eq!(t.refusal_to_log(), None);
     assert_eq!(t.stats().refused, 2);
 }
+
+#[test]
+fn priming_events_lose_only_their_empty_data_line() {
+    use super::mcp::without_empty_data;
+    let t = |s: &'static str| {
+        String::from_utf8(without_empty_data(Bytes::from_static(s.as_bytes())).to_vec()).unwrap()
+    };
+    // rmcp's priming event: the id and retry stay, the empty data goes.
+    assert_eq!(
+        t("data: \nid: 0\nretry: 3000\n\n"),
+        "id: 0\nretry: 3000\n\n"
+    );
+    assert_eq!(t("data:\nid: 7\n\n"), "id: 7\n\n");
+    // Messages, keep-alive comments and partial chunks are untouched.
+    for same in [
+        "data: {\"jsonrpc\":\"2.0\",\"method\":\"ide/contextUpdate\"}\nid: 1\n\n",
+        ":\n\n",
+        ": keep-alive\n\n",
+        "data: \nid: 0\nretry: 3000\n",
+        "data: \n\n",
+        "data: \ndata: x\nid: 2\n\n",
+    ] {
+        assert_eq!(t(same), same);
+    }
+    // Two events in one chunk: only the priming one changes.
+    assert_eq!(
+        t("data: \nid: 0\nretry: 3000\n\ndata: {}\nid: 1\n\n"),
+        "id: 0\nretry: 3000\n\ndata: {}\nid: 1\n\n"
+    );
+}

@@ -18,10 +18,15 @@
 //!   per-tool check mirroring the CLI's own `tools/list` validation, so one
 //!   bad tool is left out instead of the CLI dropping the whole server.
 //!
+//! - [`editor`]: the editor's own tools (diagnostics, open a file at a
+//!   line, open editors, selection), served next to the plugin tools while
+//!   the editor offers them as `editor_*` capabilities.
+//!
 //! How the entry reaches the server (a `${VAR}` URL or a stdio bridge) is
 //! decided in `docs/mcp-registration.md`.
 
 pub mod discovery;
+pub mod editor;
 pub mod naming;
 pub mod registration;
 pub mod schema;

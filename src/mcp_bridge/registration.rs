@@ -183,5 +183,48 @@ pub fn unregister(options_json: &str) -> Result<Value> {
     Ok(outcome_json(&t, &o))
 }
 
+/// Our entry as one settings file holds it (for the health report).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    /// The file does not exist, or has no entry of ours.
+    Absent,
+    /// The entry's `command`, and why it cannot start when it cannot.
+    Entry {
+        command: String,
+        problem: Option<String>,
+    },
+    /// The file cannot be read as Qwen Code reads it.
+    Unreadable(String),
+}
+
+/// Our entry in the settings file at `path`, read as Qwen Code reads it
+/// (comments allowed, a BOM skipped); its `command` checked with the rules
+/// of [`register`].
+pub fn find(path: &Path) -> Found {
+    let text = match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Absent,
+        Err(e) => return Found::Unreadable(format!("{}: {e}", path.display())),
+        Ok(bytes) => bytes,
+    };
+    let Ok(text) = String::from_utf8(text) else {
+        return Found::Unreadable(format!("{}: not UTF-8", path.display()));
+    };
+    let body = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let doc = match settings::qwen_parse(body) {
+        Ok(d) => d,
+        Err(e) => return Found::Unreadable(format!("{}: {}", path.display(), e.message)),
+    };
+    let Some(entry) = doc.get("mcpServers").and_then(|m| m.get(SERVER_NAME)) else {
+        return Found::Absent;
+    };
+    let command = entry
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let problem = bridge_path(Some(&command)).err().map(|e| e.message);
+    Found::Entry { command, problem }
+}
+
 #[cfg(test)]
 mod tests;

@@ -61,7 +61,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::naming::SERVER_NAME;
-use super::tools;
+use super::{editor, tools};
 use crate::error::{Error, Result, Status};
 use crate::events::HostLink;
 use crate::host::{LogFn, LogLevel, Logger};
@@ -73,7 +73,7 @@ use crate::plugins::host::{CallOptions, HostListener, PluginEvent, PluginHost};
 use crate::runtime::{self, RuntimeRef};
 use crate::shared::fs::{self, AtomicWrite};
 
-use crate::loopback::mcp::{self, SESSION_HEADER};
+use crate::loopback::mcp::{self, session_id};
 
 mod direct;
 use direct::{direct_call, Direct};
@@ -162,6 +162,13 @@ struct ServerState {
 }
 
 impl ServerState {
+    /// The roots of `sid` are to be asked again (the client changed them).
+    fn forget_roots(&self, sid: &str) {
+        if let Some(e) = self.sessions.lock().get_mut(sid) {
+            e.data.root = None;
+        }
+    }
+
     /// The current listing; `log` reports each tool left out (done for
     /// `tools/list` only, so calls and change checks do not repeat it).
     /// Always built afresh (and cached), the tools left out logged.
@@ -593,13 +600,54 @@ fn router(
 /// The shared loopback checks and the session lifecycle
 /// ([`crate::loopback::mcp`]).
 async fn http_guard(State(state): State<Arc<ServerState>>, req: Request, next: Next) -> Response {
+    let req = roots_changed_in_order(&state, req).await;
     mcp::guard_and_track(&state.policy, &state.logger, &state.sessions, req, next).await
 }
 
-fn session_id(ext: &rmcp::model::Extensions) -> Option<&str> {
-    ext.get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.headers.get(SESSION_HEADER))
+/// Largest body looked at by [`roots_changed_in_order`]: a notification
+/// is far smaller.
+const SMALL_BODY: usize = 4096;
+
+/// rmcp handles every notification and every request in a task of its
+/// own, so a `tools/call` sent right after `notifications/roots/list_changed`
+/// could still run with the old roots. That notification is recognised
+/// here, before rmcp takes it, and the session's roots are forgotten in
+/// arrival order (rmcp's handler forgets them again, harmlessly). Only
+/// small POSTs of a session that pass the guard are read; everything else
+/// passes untouched.
+async fn roots_changed_in_order(state: &ServerState, req: Request) -> Request {
+    let small = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n <= SMALL_BODY);
+    let Some(sid) = req
+        .headers()
+        .get(mcp::SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+    else {
+        return req;
+    };
+    if req.method() != axum::http::Method::POST
+        || !small
+        || loopback::guard::check(req.headers(), req.extensions(), &state.policy).is_err()
+    {
+        return req;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, SMALL_BODY).await else {
+        // The body broke off: rmcp answers the empty one as malformed.
+        return Request::from_parts(parts, axum::body::Body::empty());
+    };
+    let method = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
+    if method.as_deref() == Some("notifications/roots/list_changed") {
+        state.forget_roots(&sid);
+    }
+    Request::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Removes a call from the table when its handling ends (even by drop).
@@ -690,6 +738,39 @@ impl ServerState {
         root.unwrap_or(fallback)
     }
 
+    /// A call of one of the editor's tools: the arguments checked, the
+    /// editor asked through its capability, its answer checked and bounded.
+    /// `None`: cancelled before the editor answered.
+    async fn editor_call(
+        &self,
+        peer: &Peer<RoleServer>,
+        sid: Option<&str>,
+        tool: &'static editor::EditorTool,
+        request: CallToolRequestParams,
+        cancel: &CancellationToken,
+    ) -> Option<CallToolResult> {
+        if !self.host.offers(tool.capability) {
+            return Some(tools::gone(tool.name));
+        }
+        let args = request.arguments.unwrap_or_default();
+        let cwd = self.cwd(peer, sid).await;
+        let params = match tool.params(&args, &cwd, crate::sys::platform::PATH_STYLE) {
+            Ok(p) => p,
+            Err(message) => return Some(editor::error(message)),
+        };
+        self.logger
+            .debug(|| format!("tools/call {} → the IDE ({params})", tool.name));
+        let answer = tokio::select! {
+            a = self.host.ask(tool.capability, params.clone()) => a,
+            _ = cancel.cancelled() => return None,
+        };
+        if let Err(m) = &answer {
+            self.logger
+                .info(|| format!("tools/call {}: {m}", tool.name));
+        }
+        Some(tool.result(&params, answer))
+    }
+
     /// One `tools/call` of session `sid`, however it arrived (rmcp's handler
     /// or [`direct`]). `None`: cancelled before its end.
     async fn run_call(
@@ -705,6 +786,9 @@ impl ServerState {
         let name = request.name.as_ref();
         if name == tools::STATUS_TOOL {
             return Some(tools::status(&self.host, &listing));
+        }
+        if let Some(tool) = editor::find(name) {
+            return self.editor_call(peer, sid, tool, request, cancel).await;
         }
         let Some((plugin, tool)) = listing.lookup(name) else {
             return Some(tools::gone(name));
@@ -822,9 +906,7 @@ impl ServerHandler for PluginsMcp {
 
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         if let Some(sid) = session_id(&context.extensions) {
-            if let Some(e) = self.state.sessions.lock().get_mut(sid) {
-                e.data.root = None;
-            }
+            self.state.forget_roots(sid);
         }
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{json, Value};
 
+use super::editor;
 use super::naming::{self, Assignment, SERVER_NAME};
 use super::schema::{self, ToolSource};
 use crate::plugins::host::{CallError, PluginHost, ToolOutput};
@@ -31,7 +32,7 @@ impl Listing {
             .tools
             .iter()
             .any(|t| t.get("name").and_then(Value::as_str) == Some(mcp_name));
-        if !listed || mcp_name == STATUS_TOOL {
+        if !listed || mcp_name == STATUS_TOOL || editor::find(mcp_name).is_some() {
             return None;
         }
         self.names
@@ -49,8 +50,8 @@ impl Listing {
 }
 
 /// The listing for the host's current state: every enabled plugin's
-/// model-visible tools, from the manifests alone (nothing is spawned), then
-/// [`STATUS_TOOL`]. A tool the CLI would refuse is left out and reported
+/// model-visible tools, from the manifests alone (nothing is spawned), the
+/// editor's tools it offers ([`editor`]), then [`STATUS_TOOL`]. A tool the CLI would refuse is left out and reported
 /// to `left_out` (plugin id, tool, reason); the others stay.
 pub fn listing(host: &PluginHost, mut left_out: impl FnMut(&str, &str, &str)) -> Listing {
     let manifests: Vec<_> = host
@@ -81,12 +82,19 @@ pub fn listing(host: &PluginHost, mut left_out: impl FnMut(&str, &str, &str)) ->
         .collect();
     let mut tools = schema::tools_list(&sources, &names, SERVER_NAME, &mut left_out);
     tools.retain(|t| {
-        let clash = t.get("name").and_then(Value::as_str) == Some(STATUS_TOOL);
+        let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+        let clash = name == STATUS_TOOL || editor::find(name).is_some();
         if clash {
-            left_out("?", STATUS_TOOL, "the name is the built-in status tool's");
+            left_out("?", name, "the name is a built-in tool's");
         }
         !clash
     });
+    tools.extend(
+        editor::TOOLS
+            .iter()
+            .filter(|t| host.offers(t.capability))
+            .map(editor::EditorTool::listed),
+    );
     tools.push(status_tool());
     Listing { tools, names }
 }

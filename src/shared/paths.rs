@@ -35,6 +35,35 @@ impl PathStyle {
         }
     }
 
+    /// Node's `os.tmpdir()` for this style, from the environment `var`
+    /// gives: POSIX `TMPDIR`, `TMP`, `TEMP`, else `/tmp`; Windows `TEMP`,
+    /// `TMP`, else `%SystemRoot%\temp` (or `%windir%`). One trailing
+    /// separator is dropped, except after a bare root (`/`, `C:\`). Empty
+    /// variables count as unset, as in Node.
+    pub fn node_tmpdir(self, var: impl Fn(&str) -> Option<String>) -> String {
+        let get = |name: &str| var(name).filter(|v| !v.is_empty());
+        let mut dir = match self {
+            PathStyle::Posix => get("TMPDIR")
+                .or_else(|| get("TMP"))
+                .or_else(|| get("TEMP"))
+                .unwrap_or_else(|| "/tmp".to_string()),
+            PathStyle::Windows => get("TEMP").or_else(|| get("TMP")).unwrap_or_else(|| {
+                let root = get("SystemRoot")
+                    .or_else(|| get("windir"))
+                    .unwrap_or_default();
+                format!("{root}\\temp")
+            }),
+        };
+        let sep = self.separator();
+        if dir.len() > 1
+            && dir.ends_with(sep)
+            && !(self == PathStyle::Windows && dir.ends_with(":\\"))
+        {
+            dir.pop();
+        }
+        dir
+    }
+
     fn is_sep(self, c: char) -> bool {
         c == '/' || (self == PathStyle::Windows && c == '\\')
     }

@@ -141,6 +141,15 @@ pub const POSIX_EXE_SUFFIX: &str = "";
 #[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
 pub const WINDOWS_EXE_SUFFIX: &str = ".exe";
 
+/// The suffix of the file `npm install -g` puts on `PATH` for a package's
+/// command (`qwen`): none on POSIX (a symlink to the script), `.cmd` on
+/// Windows (a shim that runs it with `node`).
+#[cfg_attr(windows, allow(dead_code))] // used by tests of the POSIX rules
+pub const POSIX_NPM_BIN_SUFFIX: &str = "";
+/// See [`POSIX_NPM_BIN_SUFFIX`].
+#[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
+pub const WINDOWS_NPM_BIN_SUFFIX: &str = ".cmd";
+
 /// What makes a file launchable on Windows: the extensions `CreateProcessW`
 /// (`.exe`, `.com`) or `cmd.exe` (`.cmd`, `.bat`) start.
 #[cfg_attr(not(windows), allow(dead_code))] // used by tests of the Windows rules
@@ -162,6 +171,7 @@ mod chosen {
     pub const IPC_KIND: IpcKind = IpcKind::NamedPipes;
     pub const HOME_VAR: &str = WINDOWS_HOME_VAR;
     pub const EXE_SUFFIX: &str = WINDOWS_EXE_SUFFIX;
+    pub const NPM_BIN_SUFFIX: &str = WINDOWS_NPM_BIN_SUFFIX;
     pub const PLUGIN_ENV: EnvRules = WINDOWS_ENV;
     pub const LAUNCH_RULE: LaunchRule = WINDOWS_LAUNCH;
 }
@@ -173,6 +183,7 @@ mod chosen {
     pub const IPC_KIND: IpcKind = IpcKind::UnixSockets;
     pub const HOME_VAR: &str = POSIX_HOME_VAR;
     pub const EXE_SUFFIX: &str = POSIX_EXE_SUFFIX;
+    pub const NPM_BIN_SUFFIX: &str = POSIX_NPM_BIN_SUFFIX;
     pub const PLUGIN_ENV: EnvRules = POSIX_ENV;
     pub const LAUNCH_RULE: LaunchRule = LaunchRule::ExecuteBits;
 }
@@ -185,6 +196,8 @@ pub const IPC_KIND: IpcKind = chosen::IPC_KIND;
 pub const HOME_VAR: &str = chosen::HOME_VAR;
 /// This platform's executable suffix (`""`, or `.exe` on Windows).
 pub const EXE_SUFFIX: &str = chosen::EXE_SUFFIX;
+/// The suffix of an npm-installed command here (`""`, or `.cmd` on Windows).
+pub const NPM_BIN_SUFFIX: &str = chosen::NPM_BIN_SUFFIX;
 /// This platform's plugin environment allowlist.
 pub const PLUGIN_ENV: EnvRules = chosen::PLUGIN_ENV;
 /// This platform's rule for a launchable file.

@@ -65,6 +65,18 @@ check "unknown subcommand exits 2 (rc=$RC)" test $RC -eq 2
 env "${SAN_ENV[@]}" "$DEMO" ide >/dev/null 2>>"$TMP/help.err"
 RC=$?
 check "ide without --workspace exits 2 (rc=$RC)" test $RC -eq 2
+env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$TMP" --cli vscode >/dev/null 2>"$TMP/cli.err"
+RC=$?
+check "ide --cli vscode exits 2 (rc=$RC)" test $RC -eq 2
+check "ide --cli vscode: the message names the value and the choices" \
+    grep -qF -- "--cli must be qwen, gemini or both, not 'vscode'" "$TMP/cli.err"
+env "${SAN_ENV[@]}" "$DEMO" ide --workspace "$TMP" --cli >/dev/null 2>>"$TMP/cli.err"
+RC=$?
+check "ide --cli without a value exits 2 (rc=$RC)" test $RC -eq 2
+cat "$TMP/cli.err" >>"$TMP/help.err"
+env "${SAN_ENV[@]}" "$DEMO" ide --help >"$TMP/ide-help.out" 2>>"$TMP/help.err"
+check "ide --help documents --cli" grep -qF -- "[--cli qwen|gemini|both]" "$TMP/ide-help.out"
+check "ide --help documents discoveryFiles" grep -qF '"discoveryFiles":' "$TMP/ide-help.out"
 check "usage paths: sanitizers clean" sanitizer_clean "$TMP/help.err"
 
 # ---------------------------------------------------------------------------
@@ -96,6 +108,8 @@ LOCK=$(client get "$READY" lockFile)
 export PORT LOCK
 check "ready: port > 0, lockFile is \$QWEN_HOME/ide/<port>.lock" \
     jeval 'd["port"] > 0 and d["lockFile"] == os.path.join(env["QWEN_HOME"], "ide", "%d.lock" % d["port"])' "$READY"
+check "ready: discoveryFiles is {qwen: lockFile, gemini: null} (default --cli qwen)" \
+    jeval 'd["discoveryFiles"] == {"qwen": d["lockFile"], "gemini": None}' "$READY"
 check "ready: env has the port and the workspace path" \
     jeval 'd["env"]["QWEN_CODE_IDE_SERVER_PORT"] == str(d["port"]) and d["env"]["QWEN_CODE_IDE_WORKSPACE_PATH"] == env["WS_SPEC"]' "$READY"
 check "lock file exists while running" test -f "$LOCK"
@@ -277,6 +291,51 @@ check "stop: ready, stopped and nothing after stop" \
 check "stop: lock file removed" file_absent "$LOCK3"
 check "stop: sanitizers clean" sanitizer_clean "$ERR3"
 check "no lock files left in \$QWEN_HOME/ide" test -z "$(ls -A "$LOCKDIR" 2>/dev/null | grep -v '^\.')"
+
+# ---------------------------------------------------------------------------
+echo "# sessions 4 and 5: --cli gemini and --cli both (Gemini's file in \$TMPDIR/gemini/ide)"
+export GEMDIR="$TMP/tmpdir/gemini/ide"
+mkdir -p "$TMP/tmpdir"
+# cli_session N CLI: a demo serving CLI, checked from its ready line to its stop.
+cli_session() {
+    local n=$1 cli=$2 out="$TMP/out$1.jsonl" err="$TMP/err$1.log" pid ready
+    mkfifo "$TMP/in$n"
+    spawn "$TMP/in$n" "$out" "$err" env "${SAN_ENV[@]}" TMPDIR="$TMP/tmpdir" "$DEMO" ide --workspace "$WS2" --cli "$cli"
+    pid=$LAST_PID
+    peer_attach "demo$n" "$pid" "$TMP/in$n"
+    expect "$out" "--cli $cli: ready" 'e["event"]=="ready"'
+    ready=$(head -n1 "$out")
+    export CLI_PID=$pid CLI=$cli WS2
+    check "--cli $cli: discoveryFiles.gemini is \$TMPDIR/gemini/ide/gemini-ide-server-<demo pid>-<port>.json" \
+        jeval 'd["discoveryFiles"]["gemini"] == os.path.join(env["GEMDIR"], "gemini-ide-server-%s-%d.json" % (env["CLI_PID"], d["port"]))' "$ready"
+    if [ "$cli" = gemini ]; then
+        check "--cli gemini: no qwen lock (discoveryFiles.qwen null), lockFile is Gemini's file" \
+            jeval 'd["discoveryFiles"]["qwen"] is None and d["lockFile"] == d["discoveryFiles"]["gemini"] and not (os.path.isdir(env["QWEN_HOME"] + "/ide") and os.listdir(env["QWEN_HOME"] + "/ide"))' "$ready"
+        check "--cli gemini: env has GEMINI_CLI_IDE_* and no QWEN_CODE_IDE_*" \
+            jeval 'd["env"]["GEMINI_CLI_IDE_SERVER_PORT"] == str(d["port"]) and d["env"]["GEMINI_CLI_IDE_WORKSPACE_PATH"] == env["WS2"] and d["env"]["GEMINI_CLI_IDE_PID"] == env["CLI_PID"] and not any(k.startswith("QWEN_CODE_IDE_") for k in d["env"])' "$ready"
+    else
+        check "--cli both: discoveryFiles.qwen is lockFile (\$QWEN_HOME/ide/<port>.lock)" \
+            jeval 'd["discoveryFiles"]["qwen"] == d["lockFile"] == os.path.join(env["QWEN_HOME"], "ide", "%d.lock" % d["port"])' "$ready"
+        check "--cli both: env has the variables of both CLIs" \
+            jeval 'd["env"]["QWEN_CODE_IDE_SERVER_PORT"] == d["env"]["GEMINI_CLI_IDE_SERVER_PORT"] == str(d["port"]) and d["env"]["GEMINI_CLI_IDE_PID"] == env["CLI_PID"]' "$ready"
+        check "--cli both: one port, one token; the qwen lock has ppid and ideInfo, Gemini's file ideInfo" \
+            jeval '(lambda q, g: q["port"] == g["port"] == d["port"] and q["authToken"] == g["authToken"] and len(g["authToken"]) >= 16 and q["ppid"] == int(env["CLI_PID"]) and q["ideInfo"]["name"] and g["ideInfo"]["name"] and g["workspacePath"] == env["WS2"])(json.load(open(d["discoveryFiles"]["qwen"])), json.load(open(d["discoveryFiles"]["gemini"])))' "$ready"
+    fi
+    export GEMFILE
+    GEMFILE=$(client get "$ready" discoveryFiles gemini 2>/dev/null || echo "$GEMDIR/none")
+    check "--cli $cli: Gemini's file is mode 0600 with port, workspacePath, authToken, ideInfo" \
+        jeval 'os.stat(env["GEMFILE"]).st_mode & 0o7777 == 0o600 and (lambda g: g["port"] == d["port"] and g["workspacePath"] == env["WS2"] and g["authToken"] and g["ideInfo"]["name"] and g["ideInfo"]["displayName"])(json.load(open(env["GEMFILE"])))' "$ready"
+    to_peer "demo$n" stop
+    wait_exit "$pid" "$T"
+    close_peer "demo$n"
+    check "--cli $cli: stop exits 0 (rc=$RC)" test "$RC" -eq 0
+    check "--cli $cli: stop removes every discovery file" \
+        jeval 'all(not os.path.exists(f) for f in d["discoveryFiles"].values() if f)' "$ready"
+    check "--cli $cli: sanitizers clean" sanitizer_clean "$err"
+}
+cli_session 4 gemini
+cli_session 5 both
+check "no files left in \$TMPDIR/gemini/ide" test -z "$(ls -A "$GEMDIR" 2>/dev/null)"
 
 # ---------------------------------------------------------------------------
 # The subcommands' own harnesses, one check each (QC_SKIP_SESSIONS=1 /

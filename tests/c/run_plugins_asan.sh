@@ -10,10 +10,12 @@
 # refusal shape and exit 1), uninstall, list --json (parser-only tools with
 # modelVisible false), call with every error kind (schema, unknown_tool,
 # timeout, exited with exit code and stderr line, protocol, too_large,
-# tool_error with the plugin's message, disabled) and a plugin whose stdout
-# is garbage (it never reaches ours), serve (ready, ui_push, host_request
-# answered by the demo, plugin_started / plugin_exit / plugin_disabled,
-# every stdin command answered in order, stop / EOF / SIGTERM exit 0; the
+# tool_error with the plugin's message, disabled), a plugin whose stdout
+# is garbage (it never reaches ours) and a show_notification answered
+# {"shown":true} and printed before the answer, serve (ready, ui_push,
+# host_request answered by the demo, plugin_started / plugin_exit /
+# plugin_disabled, every stdin command answered in order, `stop` too (its
+# result the last line), stop / EOF / SIGTERM exit 0; the
 # plugin MCP server in the ready line, reachable with the lock file's token,
 # its lock file gone after stop), register-mcp (project scope keeping a
 # comment, unchanged / replaced / removed, a bad settings file refused
@@ -157,9 +159,20 @@ demo garbage call --dir "$DIR" test.hostile.stdout-garbage answer '{}'
 check "stdout garbage: ok, the real answer" \
     jeval 'd["ok"] and d["result"]["content"][0]["text"]=="real answer via IPC"' "$OUT"
 check "stdout garbage: the plugin's stdout never reaches ours (one line)" one_line garbage
+# show_notification in a one-shot call: the same handler as serve's.
+demo notify call --dir "$DIR" local.todo-quadrant manage_todo_quadrant '{"action":"remind_now"}'
+export NOTIFY_OUT="$TMP/notify.out"
+check "call show_notification: exit 0 (rc=$RC)" test "$RC" -eq 0
+check "call show_notification: two JSON lines, host_request then the answer" \
+    jeval '[e.get("event") for e in L(env["NOTIFY_OUT"])]==["host_request", None]'
+check "call show_notification: host_request printed as serve prints it, answered {shown:true}" \
+    jeval 'L(env["NOTIFY_OUT"])[0]["capability"]=="show_notification" and L(env["NOTIFY_OUT"])[0]["plugin"]=="local.todo-quadrant" and L(env["NOTIFY_OUT"])[0]["answer"]=={"shown":True} and L(env["NOTIFY_OUT"])[0]["answered"] is True and "title" in L(env["NOTIFY_OUT"])[0]["params"] and isinstance(L(env["NOTIFY_OUT"])[0]["id"], int)'
+check "call show_notification: the plugin got {shown:true} (Reminder shown.), the answer is the last line" \
+    jeval 'L(env["NOTIFY_OUT"])[-1]["ok"] is True and L(env["NOTIFY_OUT"])[-1]["result"]["content"]==[{"type":"text","text":"Reminder shown."}] and L(env["NOTIFY_OUT"])[-1]["result"]["details"]=={"shown":True}'
 check "call: no plugin process left after one-shot calls" no_plugin_process
 check "call: sanitizers clean" sanitizer_clean "$TMP"/call.*.err "$TMP"/schema.err "$TMP"/unknown.err \
-    "$TMP"/toolerr.err "$TMP"/exited.err "$TMP"/timeout.err "$TMP"/protocol.err "$TMP"/toolarge.err "$TMP"/garbage.err
+    "$TMP"/toolerr.err "$TMP"/exited.err "$TMP"/timeout.err "$TMP"/protocol.err "$TMP"/toolarge.err "$TMP"/garbage.err \
+    "$TMP"/notify.err
 
 # ---------------------------------------------------------------------------
 echo "# serve"
@@ -247,7 +260,10 @@ to_peer serve 'stop'
 wait_exit "$SPID" "$T"
 close_peer serve
 check "serve: stop exits 0 (rc=$RC)" test "$RC" -eq 0
-check "serve: stopped is the last line" jeval 'L(env["S"])[-1]=={"event":"stopped"}'
+check "serve: stop is answered: its result is the last line, after stopped" \
+    jeval 'L(env["S"])[-2:]==[{"event":"stopped"},{"event":"result","command":"stop","ok":True}]'
+check "serve: one result per command, stop's last" jeval '
+[e["command"] for e in L(env["S"]) if e["event"]=="result"][-3:]==["scheme","scheme","stop"]'
 check "serve: stop removes the MCP lock file" test ! -e "$MCP_LOCK"
 check "serve: every line is a JSON event" client valid "$S"
 check "serve: no plugin process left after stop" no_plugin_process
@@ -272,6 +288,8 @@ for how in eof sigterm; do
     wait_exit "$P" "$T"
     close_peer "$how"
     check "serve ($how): exit 0 (rc=$RC)" test "$RC" -eq 0
+    check "serve ($how): stopped is the last line (no stop result: no stop command)" \
+        jeval 'L(env["TMP"]+"/'"$how"'.out")[-1]=={"event":"stopped"} and not any(e.get("command")=="stop" for e in L(env["TMP"]+"/'"$how"'.out"))'
     check "serve ($how): no plugin process left" no_plugin_process
     check "serve ($how): sanitizers clean" sanitizer_clean "$TMP/$how.err"
 done

@@ -4,6 +4,9 @@ count-json, get, submit-line, model-summary) are in tests/lib/harness_util.py.
 
   env-lines JSON KEY     print the object at KEY as NAME=VALUE lines
   check-lock FILE --port P --workspace WS --lock-dir D [--pid PID]
+  check-gemini-file FILE --port P --workspace WS --dir D --pid PID [--token-of LOCK]
+      Gemini CLI's discovery file: D/gemini-ide-server-PID-P.json, mode 0600, owned by
+      us, port, workspacePath, authToken, ideInfo (and LOCK's port and token)
   check-context TEXTFILE [--delta] --path P --cursor C --selected S [--other O]...
   retarget-lock SRC DST PORT   copy a lock file with "port" replaced (for the E2E_TAP proxy)
   tap-get-traffic LOG --from-offset N   count companion->CLI chunks on GET /mcp streams
@@ -32,21 +35,33 @@ def cmd_env_lines(a):
     return 0
 
 
+def read_json_file(path, what):
+    """The JSON in `path`, or None after saying why it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print("cannot read %s %s: %s" % (what, path, e))
+        return None
+
+
+def shown_json(doc):
+    """`doc` as one line for the log, the token replaced by its length."""
+    shown = dict(doc)
+    if "authToken" in shown:
+        shown["authToken"] = "<%d chars>" % len(str(shown["authToken"]))
+    return json.dumps(shown, sort_keys=True)
+
+
 def cmd_check_lock(a):
     problems = []
     expected = os.path.join(a.lock_dir, "%d.lock" % a.port)
     if os.path.abspath(a.file) != os.path.abspath(expected):
         problems.append("lock file is %s, expected %s" % (a.file, expected))
-    try:
-        with open(a.file, encoding="utf-8") as f:
-            lock = json.load(f)
-    except (OSError, ValueError) as e:
-        print("cannot read lock file %s: %s" % (a.file, e))
+    lock = read_json_file(a.file, "lock file")
+    if lock is None:
         return 1
-    shown = dict(lock)
-    if "authToken" in shown:
-        shown["authToken"] = "<%d chars>" % len(str(shown["authToken"]))
-    print("lock file %s: %s" % (a.file, json.dumps(shown, sort_keys=True)))
+    print("lock file %s: %s" % (a.file, shown_json(lock)))
     if lock.get("port") != a.port:
         problems.append("port is %r, expected the number %d" % (lock.get("port"), a.port))
     wp = lock.get("workspacePath")
@@ -64,6 +79,44 @@ def cmd_check_lock(a):
             and isinstance(info.get("displayName"), str) and info.get("displayName")):
         problems.append("ideInfo {name, displayName} missing: without TERM_PROGRAM=vscode "
                         "the CLI will not even try to connect")
+    for p in problems:
+        print("problem: " + p)
+    return 1 if problems else 0
+
+
+def cmd_check_gemini_file(a):
+    problems = []
+    expected = os.path.join(a.dir, "gemini-ide-server-%d-%d.json" % (a.pid, a.port))
+    if os.path.abspath(a.file) != os.path.abspath(expected):
+        problems.append("discovery file is %s, expected %s" % (a.file, expected))
+    doc = read_json_file(a.file, "discovery file")
+    if doc is None:
+        return 1
+    st = os.stat(a.file)
+    print("discovery file %s (mode %o): %s" % (a.file, st.st_mode & 0o7777, shown_json(doc)))
+    if st.st_mode & 0o7777 != 0o600:
+        problems.append("mode is %o, expected 600 (the token is a secret)" % (st.st_mode & 0o7777))
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        problems.append("owned by uid %d: Gemini CLI ignores files of another user" % st.st_uid)
+    if doc.get("port") != a.port:
+        problems.append("port is %r, expected the number %d" % (doc.get("port"), a.port))
+    wp = doc.get("workspacePath")
+    if not isinstance(wp, str) or a.workspace not in wp.split(os.pathsep):
+        problems.append("workspacePath %r does not list %s" % (wp, a.workspace))
+    if not isinstance(doc.get("authToken"), str) or len(doc.get("authToken")) < 16:
+        problems.append("authToken missing or short")
+    info = doc.get("ideInfo")
+    if not (isinstance(info, dict) and isinstance(info.get("name"), str) and info.get("name")
+            and isinstance(info.get("displayName"), str) and info.get("displayName")):
+        problems.append("ideInfo {name, displayName} missing: outside VS Code Gemini CLI "
+                        "will not even try to connect")
+    if a.token_of:
+        with open(a.token_of, encoding="utf-8") as f:
+            lock = json.load(f)
+        if lock.get("port") != doc.get("port") or lock.get("authToken") != doc.get("authToken"):
+            problems.append("%s has another port or token (port %r)" % (a.token_of, lock.get("port")))
+        else:
+            print("same port and token as %s" % a.token_of)
     for p in problems:
         print("problem: " + p)
     return 1 if problems else 0
@@ -140,6 +193,13 @@ def main():
     p.add_argument("--workspace", required=True)
     p.add_argument("--lock-dir", required=True)
     p.add_argument("--pid", type=int, default=0)
+    p = sub.add_parser("check-gemini-file")
+    p.add_argument("file")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--token-of", default="")
     p = sub.add_parser("check-context")
     p.add_argument("textfile")
     p.add_argument("--path", required=True)
@@ -157,6 +217,7 @@ def main():
     p.add_argument("--from-offset", type=int, default=0)
     a = ap.parse_args()
     return {"env-lines": cmd_env_lines, "check-lock": cmd_check_lock,
+            "check-gemini-file": cmd_check_gemini_file,
             "check-context": cmd_check_context, "retarget-lock": cmd_retarget_lock,
             "tap-get-traffic": cmd_tap_get_traffic}[a.cmd](a)
 

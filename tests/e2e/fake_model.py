@@ -16,6 +16,10 @@ Script (stateless: decided from the request alone):
                                           -> write_file{file_path: <abs>, content: "<TOKEN>\\n"};
   * last user message has "E2E_CALL name=<tool> args=<JSON without spaces>"
                                           -> a call of <tool> with those arguments;
+  * last user message has "E2E_ADD"       -> text "E2E_ADD_FOUND <token>" when the request
+                                             holds a token E2E_FILE_BODY_<word> (the content of a
+                                             file the prompt referenced with @path), else
+                                             "E2E_ADD_MISSING";
   * last user message has "E2E_ASK"       -> text "E2E_CONTEXT_ANSWER";
   * anything else                         -> text "ok".
 
@@ -23,17 +27,17 @@ Supports "stream": true (SSE chunks, tool_calls deltas, a usage chunk, "data: [D
 and plain JSON replies. GET /v1/models lists one model.
 """
 
-import argparse
 import json
 import os
 import re
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-WRITE_RE = re.compile(r"E2E_WRITE path=(\S+) content=(\S+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_server  # noqa: E402  (tests/e2e/fake_server.py)
+
 CALL_RE = re.compile(r"E2E_CALL name=(\S+) args=(\S+)")
+FILE_BODY_RE = re.compile(r"E2E_FILE_BODY_\w+")
 MAIN_PREFIX = "You are Qwen Code"
 
 
@@ -69,14 +73,11 @@ def decide(body):
         return {"kind": "text", "text": "ok", "why": "not main agent"}, info
     if last_role == "tool":
         result = flatten(last.get("content")).replace("\n", " ").strip()
-        return {"kind": "text", "text": "E2E_FINAL_ANSWER tool_result=" + result,
-                "why": "tool result"}, info
+        return fake_server.final_answer(result), info
     if last_role == "user":
-        m = WRITE_RE.search(last_user_text)
-        if m:
-            return {"kind": "tool_call", "name": "write_file",
-                    "args": {"file_path": m.group(1), "content": m.group(2) + "\n"},
-                    "path": m.group(1), "token": m.group(2)}, info
+        write = fake_server.write_decision(last_user_text)
+        if write:
+            return write, info
         m = CALL_RE.search(last_user_text)
         if m:
             try:
@@ -85,42 +86,19 @@ def decide(body):
                 args = {"unparsed": m.group(2)}
             return {"kind": "tool_call", "name": m.group(1), "args": args,
                     "why": "call"}, info
+        if "E2E_ADD" in last_user_text:
+            body = FILE_BODY_RE.search("\n".join(flatten(m.get("content")) for m in messages
+                                                 if m.get("role") == "user"))
+            return {"kind": "text", "text": "E2E_ADD_FOUND " + body.group(0) if body else "E2E_ADD_MISSING",
+                    "why": "add"}, info
         if "E2E_ASK" in last_user_text:
             return {"kind": "text", "text": "E2E_CONTEXT_ANSWER", "why": "ask"}, info
     return {"kind": "text", "text": "ok", "why": "unscripted"}, info
 
 
-class State:
-    def __init__(self, log_path):
-        self.lock = threading.Lock()
-        self.n = 0
-        self.log_path = log_path
-
-    def record(self, entry):
-        with self.lock:
-            self.n += 1
-            entry = dict(n=self.n, **entry)
-            if self.log_path:
-                with open(self.log_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            return self.n
-
-
 def make_handler(state, model_name):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(fake_server.Handler):
         server_version = "e2e-fake-model/1"
-
-        def log_message(self, fmt, *args):  # keep stderr quiet
-            pass
-
-        def _json(self, code, obj):
-            data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
         def do_GET(self):
             state.record({"t": time.time(), "method": "GET", "path": self.path,
@@ -132,12 +110,7 @@ def make_handler(state, model_name):
                 self._json(404, {"error": {"message": "not found"}})
 
         def do_POST(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = None
+            raw, body = self._read_json()
             entry = {"t": time.time(), "method": "POST", "path": self.path,
                      "headers": dict(self.headers)}
             if not isinstance(body, dict) or not self.path.rstrip("/").endswith("/chat/completions"):
@@ -174,19 +147,12 @@ def make_handler(state, model_name):
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
         def _stream(self, n, model, decision, body):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
+            self._start_sse()
             base = {"id": "chatcmpl-e2e-%d" % n, "object": "chat.completion.chunk",
                     "created": int(time.time()), "model": model}
 
             def send(choices, **extra):
-                chunk = dict(base, choices=choices, **extra)
-                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                self.wfile.flush()
+                self._send_data(dict(base, choices=choices, **extra))
 
             send([{"index": 0, "delta": {"role": "assistant", "content": ""},
                    "finish_reason": None}])
@@ -217,25 +183,7 @@ def make_handler(state, model_name):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--port-file", required=True)
-    ap.add_argument("--log", default="")
-    ap.add_argument("--model", default="e2e-fake-model")
-    args = ap.parse_args()
-    state = State(args.log)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(state, args.model))
-    server.daemon_threads = True
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("%d\n" % server.server_address[1])
-    os.replace(tmp, args.port_file)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return fake_server.main(__doc__.splitlines()[0], "e2e-fake-model", make_handler)
 
 
 if __name__ == "__main__":

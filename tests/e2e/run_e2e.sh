@@ -37,6 +37,15 @@
 #                 model at the CLI's UTF-16 column ("line 1, character 10", not 8)
 #   s-save-accepts ctrl+s in the proposal view (the key binding the package's keymap
 #                 resolves to there) accepts: the proposed text is written
+# and two of issue 21:
+#   s-add-to-prompt (tui) "Qwen: Add File to Prompt" on a file whose name has a space:
+#                 the plugin types "@add\ me.txt " into its qwen terminal (the stub
+#                 Terminus forwards it to the qwen tmux pane), the harness presses Enter,
+#                 and the fake model finds the file's unique token in the request; then
+#                 the same with a selection: "@add\ me.txt (lines 1-2) "
+#   s-diagnostics a second Sublime host with the plugin host and its MCP server on
+#                 (--plugins) gets a SublimeLinter result; a headless qwen's model calls
+#                 mcp__qwen-companion-plugins__editor-diagnostics and gets that diagnostic
 # stream-json (faster, no tmux) runs the same checks minus d-cli-accept, with
 #   --input-format stream-json --output-format stream-json.
 #
@@ -70,6 +79,8 @@
 set -u -o pipefail
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+# shellcheck source=e2e_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
 MODE=${E2E_MODE:-tui}
 HOST_ARG=""
@@ -109,7 +120,8 @@ else
   CHECKS=(lock a-connect b-context b-live c-diff-opened c-accept c-reject c-closed stream-drop quit scan qwen-home-tilde qwen-home-relative stop)
 fi
 if [ "$DEMO_SPEC" = sublime ]; then
-  CHECKS+=(s-emoji-cursor s-save-accepts)
+  CHECKS+=(s-emoji-cursor s-save-accepts s-diagnostics)
+  [ "$MODE" = tui ] && CHECKS+=(s-add-to-prompt)
 fi
 KEEPALIVE_S=${E2E_KEEPALIVE_CHECK:-}
 if [ -n "$KEEPALIVE_S" ]; then
@@ -141,18 +153,7 @@ watch_args() {
 # At cleanup the demo is asked to stop (it removes its lock file); qwen only gets EOF.
 peer_stop_line() { [ "$1" != demo ] || echo stop; }
 
-eu() { "$PYTHON" "$HERE/e2e_util.py" "$@"; }
-pane() { tmux_cmd capture-pane -p -t e2e 2>/dev/null; }
-pane_has() { pane | grep -qF -- "$1"; }
-pane_lacks() { ! pane_has "$1"; }
-
-demo_cmd() {
-  log "demo <- $*"
-  if ! to_peer demo "$*"; then
-    fail "${CUR_CHECK:-stop}" "could not write to the demo's stdin (demo exited?)"
-    return 1
-  fi
-}
+PANE_SESSION=e2e
 
 TURNS=0
 submit() {
@@ -188,12 +189,6 @@ dump_diag() {
 need_python_and_node
 
 ensure_demo() {
-  if [ "$DEMO_SPEC" = standin ]; then
-    DEMO_CMD=("$PYTHON" "$HERE/standin_ide.py")
-    [ -n "${STANDIN_FAULT:-}" ] && DEMO_CMD=(env "STANDIN_FAULT=$STANDIN_FAULT" "${DEMO_CMD[@]}")
-    log "using the Python stand-in instead of the demo (E2E_DEMO=standin)"
-    return 0
-  fi
   if [ "$DEMO_SPEC" = sublime ]; then
     local lib=$ROOT/target/release/libqwen_companion.so py
     if [ "${E2E_NO_BUILD:-0}" != 1 ]; then
@@ -213,13 +208,7 @@ ensure_demo() {
     log "host: the Sublime Text plugin on the stub sublime modules ($py, $("$py" --version 2>&1))"
     return 0
   fi
-  if [ "${E2E_NO_BUILD:-0}" != 1 ] && [ "$DEMO_SPEC" = "$ROOT/target/c/qcdemo" ]; then
-    log "building the demo (incremental): make -C examples/c"
-    make_examples_c "$RUN/build.log" \
-      || { log "make -C examples/c failed (output: build.log, in the diagnostics below)"; return 1; }
-  fi
-  [ -x "$DEMO_SPEC" ] || { echo "no demo binary at $DEMO_SPEC"; return 1; }
-  DEMO_CMD=("$DEMO_SPEC")
+  ensure_demo_c_or_standin
 }
 
 SETUP_T0=$(date +%s%N)
@@ -235,15 +224,9 @@ T_TEST=$(date +%s%N)
 DEADLINE_MS=$(( $(ms_now) + TOTAL_TIMEOUT * 1000 ))
 HOME_DIR=$RUN/home
 TMUX_HOME=$HOME_DIR
-WS=$RUN/ws
-mkdir -p "$HOME_DIR/.qwen" "$WS/src" "$RUN/other-ws"
+e2e_workspace
+mkdir -p "$HOME_DIR/.qwen" "$RUN/other-ws"
 qwen_settings ide > "$HOME_DIR/.qwen/settings.json"
-printf 'fn main() {\n    let answer = 42;\n    println!("{answer}");\n}\n' > "$WS/src/main.rs"
-printf '# e2e workspace\n' > "$WS/README.md"
-TAG=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
-SEL_TOKEN=E2E_SELECTED_TEXT_$TAG
-ACTIVE=$WS/src/main.rs
-OTHER=$WS/README.md
 
 # ---------------------------------------------------------------- fake model
 start_fake_model "$HERE/fake_model.py" env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8
@@ -254,9 +237,7 @@ start_peer demo env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 RUST_BACKT
   "${DEMO_CMD[@]}" ide --workspace "$WS"
 DEMO_PID=${PEER_PID[demo]}
 WATCH_DEMO=1
-wait_json "$RUN/demo.out" 0 --eq event=ready || abort "demo never printed its ready line ($WHY)"
-READY=$JSON_LINE
-IDE_PORT=$(jget "$READY" port)
+wait_demo_ready
 LOCK_FILE=$(jget "$READY" lockFile)
 log "demo ready (pid $DEMO_PID): $READY"
 DEMO_ENV=()
@@ -375,15 +356,10 @@ fi
 CUR_CHECK=b-live
 T0=$(date +%s%N)
 LIVE_TOKEN=E2E_LIVE_SELECTION_$TAG
-demo_cmd "focus $OTHER"
-demo_cmd "cursor 1 3"
-demo_cmd "select $LIVE_TOKEN"
-sleep 0.5
+select_live
 LIVE_OK=0
 for attempt in 1 2 3; do
-  FROM=$(lines_of "$RUN/model.jsonl")
-  submit "E2E_ASK live update, attempt $attempt" || abort "$WHY"
-  if ! wait_json "$RUN/model.jsonl" "$FROM" --eq decision.why=ask --has "last_user_text=attempt $attempt"; then
+  if ! ask_live "$attempt"; then
     fail b-live "the E2E_ASK request never reached the fake model ($WHY)"
     LIVE_OK=2
     break
@@ -446,32 +422,97 @@ if [ "$DEMO_SPEC" = sublime ]; then
   fi
 fi
 
-# Helpers shared by the edit steps.
-expect_diff_opened() { # PATH CONTENT FROM
-  if ! wait_json "$RUN/demo.out" "$3" --eq event=diff_opened --eq "filePath=$1"; then
-    WHY="the demo printed no diff_opened for $1 ($WHY)"
-    return 1
+# (sublime, tui) add to the prompt: the plugin types the reference into the qwen terminal
+# it started (the stub Terminus forwards it to the tmux pane); the harness presses Enter.
+if [ "$DEMO_SPEC" = sublime ] && [ "$MODE" = tui ]; then
+  CUR_CHECK=s-add-to-prompt
+  T0=$(date +%s%N)
+  ADD_FILE="$WS/add me.txt"
+  ADD_TOKEN=E2E_FILE_BODY_$TAG
+  printf 'the token of this file: %s\nand a second line\n' "$ADD_TOKEN" > "$ADD_FILE"
+  D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
+  demo_cmd "run-qwen $TMUX_SOCK e2e"
+  tmux_cmd send-keys -t e2e -l "E2E_ADD "
+  demo_cmd "add-file $ADD_FILE"
+  if ! wait_json "$RUN/demo.out" "$D0" --eq event=terminal_input; then
+    fail s-add-to-prompt "the plugin typed nothing into its qwen terminal ($WHY)"
+  elif [ "$(jget "$JSON_LINE" text)" != '@add\ me.txt ' ]; then
+    fail s-add-to-prompt "the plugin typed $(jget "$JSON_LINE" text | od -c | head -n 2 | tr '\n' ' '), expected '@add\ me.txt '"
+  elif ! wait_until pane_has 'E2E_ADD @add\ me.txt'; then
+    fail s-add-to-prompt "the reference never showed in qwen's prompt ($WHY)"
+  else
+    sleep 0.3   # the TUI settles (its @ completion closes at the trailing space)
+    tmux_cmd send-keys -t e2e Enter
+    if ! wait_json "$RUN/model.jsonl" "$M0" --eq decision.why=add; then
+      fail s-add-to-prompt "the prompt never reached the model ($WHY)"
+    elif [ "$(jget "$JSON_LINE" decision.text)" != "E2E_ADD_FOUND $ADD_TOKEN" ]; then
+      fail s-add-to-prompt "the model did not get the file's content: $(jget "$JSON_LINE" decision.text); prompt: $(jget "$JSON_LINE" last_user_text | head -c 300 | tr '\n' '|')"
+    else
+      # the same with a line range: "(lines A-B)" is plain text after the reference
+      sleep 1   # the answer is shown and the turn ends
+      D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
+      tmux_cmd send-keys -t e2e -l "E2E_ADD "
+      demo_cmd "add-lines $ADD_FILE 1 2"
+      if ! wait_json "$RUN/demo.out" "$D0" --eq event=terminal_input \
+           || [ "$(jget "$JSON_LINE" text)" != '@add\ me.txt (lines 1-2) ' ]; then
+        fail s-add-to-prompt "Add Selection to Prompt did not type '@add\ me.txt (lines 1-2) ' ($WHY; demo: $(tail -n 1 "$RUN/demo.out" | head -c 200))"
+      elif ! wait_until pane_has 'E2E_ADD @add\ me.txt (lines 1-2)'; then
+        fail s-add-to-prompt "the ranged reference never showed in qwen's prompt ($WHY)"
+      else
+        sleep 0.3
+        tmux_cmd send-keys -t e2e Enter
+        if ! wait_json "$RUN/model.jsonl" "$M0" --eq decision.why=add --has "last_user_text=(lines 1-2)" \
+             || [ "$(jget "$JSON_LINE" decision.text)" != "E2E_ADD_FOUND $ADD_TOKEN" ]; then
+          fail s-add-to-prompt "with a line range the model did not get the file's content ($WHY)"
+        else
+          pass s-add-to-prompt "@add\\ me.txt and @add\\ me.txt (lines 1-2), typed by the plugin, reached the model with the file's content ($(since "$T0")s)"
+        fi
+      fi
+    fi
   fi
-  local got
-  got=$(jget "$JSON_LINE" newContent; echo x)
-  got=${got%x}
-  got=${got%$'\n'}   # jget adds one newline
-  if [ "$got" != "$2" ]; then WHY="diff_opened for $1 has newContent $(printf %q "$got"), expected $(printf %q "$2")"; return 1; fi
-}
+  sleep 1   # the answer is shown and the turn ends
+fi
+
+# (sublime) the editor tools: a second Sublime host with its plugin host and MCP server
+# (--plugins, registered in $HOME/.qwen/settings.json) reports a SublimeLinter diagnostic;
+# a headless qwen's model calls editor-diagnostics and must get it.
+if [ "$DEMO_SPEC" = sublime ]; then
+  CUR_CHECK=s-diagnostics
+  T0=$(date +%s%N)
+  DIAG_TOKEN=E2E_DIAG_$TAG
+  DIAG_TOOL=mcp__qwen-companion-plugins__editor-diagnostics
+  start_peer sdiag env -i PATH="$SYS_PATH" HOME="$HOME_DIR" LANG=C.UTF-8 \
+    "${DEMO_CMD[@]}" --plugins ide --workspace "$WS"
+  if ! wait_json "$RUN/sdiag.out" 0 --eq event=ready; then
+    fail s-diagnostics "the --plugins host printed no ready line ($WHY): $(head -c 300 "$RUN/sdiag.err")"
+  else
+    to_peer sdiag "lint $ACTIVE 2 9 error $DIAG_TOKEN unused variable"
+    DIAG_SID=$(new_uuid)
+    fake_model_args "$DIAG_SID" yolo e2e-dummy-key
+    M0=$(lines_of "$RUN/model.jsonl")
+    start_proc sdiag-qwen /dev/null bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" \
+      env -i "${QWEN_ENV[@]}" QWEN_CODE_SUPPRESS_YOLO_WARNING=1 "$NODE" "$QWEN_PKG/cli-entry.js" "${QWEN_ARGS[@]}" \
+      -p "E2E_CALL name=$DIAG_TOOL args={}"
+    DIAG_PID=$LAST_PID
+    if ! wait_until eval '! proc_alive "$DIAG_PID"'; then
+      fail s-diagnostics "headless qwen did not finish ($WHY)"
+    elif ! wait_json "$RUN/model.jsonl" "$M0" --eq decision.why=call; then
+      fail s-diagnostics "the prompt never reached the model ($WHY)"
+    elif ! jget "$JSON_LINE" body | grep -qF "\"$DIAG_TOOL\""; then
+      fail s-diagnostics "the model was not given $DIAG_TOOL"
+    elif ! wait_json "$RUN/model.jsonl" "$M0" --eq "decision.why=tool result" --contains "$DIAG_TOKEN"; then
+      fail s-diagnostics "the diagnostic never reached the model: $(grep -F 'tool result' "$RUN/model.jsonl" | tail -n 1 | head -c 400)"
+    else
+      pass s-diagnostics "the model called $DIAG_TOOL and got the SublimeLinter diagnostic ($(since "$T0")s)"
+    fi
+  fi
+  to_peer sdiag stop
+  close_peer sdiag
+fi
+
+# Helpers shared by the edit steps.
 wait_tool_result() { # FROM TEXT -> the model got a tool result containing TEXT
   wait_json "$RUN/model.jsonl" "$1" --eq last_role=tool --has "decision.text=$2"
-}
-# propose_write CHECK NAME: CHECK starts (T0); the model is asked to write
-# $WS/e2e_NAME.txt (-> W_PATH) with E2E_<NAME>_<TAG> (-> W_TOKEN), and the demo must show
-# that diff. D0 / M0: the demo's / the model's lines before the prompt.
-propose_write() {
-  CUR_CHECK=$1
-  T0=$(date +%s%N)
-  W_PATH=$WS/e2e_$2.txt
-  W_TOKEN=E2E_${2^^}_$TAG
-  D0=$(lines_of "$RUN/demo.out"); M0=$(lines_of "$RUN/model.jsonl")
-  submit "E2E_WRITE path=$W_PATH content=$W_TOKEN" || abort "$WHY"
-  expect_diff_opened "$W_PATH" "$W_TOKEN"$'\n' "$D0"
 }
 
 # (c) accept from the IDE with edited text.
@@ -646,24 +687,14 @@ else
   fi
 fi
 # Back to the state b-live left for the later checks (README.md active with its selection).
-demo_cmd "focus $OTHER"
-demo_cmd "cursor 1 3"
-demo_cmd "select $LIVE_TOKEN"
-sleep 0.5
+select_live
 
 # quit: the CLI leaves promptly.
 CUR_CHECK=quit
 T0=$(date +%s%N)
 WATCH_QWEN=0
 if [ "$MODE" = tui ]; then
-  tmux_quit e2e
-  if wait_until test -s "$RUN/qwen_tui.rc"; then
-    QRC=$(cat "$RUN/qwen_tui.rc")
-    if [ "$QRC" = 0 ]; then pass quit "/quit exited in $(since "$T0")s"; else fail quit "qwen exited with status $QRC"; fi
-  else
-    fail quit "qwen did not exit after /quit ($WHY)"
-  fi
-  capture_panes final 200
+  check_tui_quit qwen "$RUN/qwen_tui.rc"
 else
   close_peer qwen_sj
   if wait_until eval '! proc_alive "$QWEN_PID"'; then
@@ -806,31 +837,5 @@ qwen_home_case qwen-home-tilde '~/q' "$WS/src" "$HOME_DIR/q"
 qwen_home_case qwen-home-relative 'rel/q' "$WS" "$WS/rel/q"
 
 # stop: the demo removes its lock file and exits.
-CUR_CHECK=stop
-T0=$(date +%s%N)
-WATCH_DEMO=0
-demo_cmd stop
-close_peer demo
-if wait_until eval '! proc_alive "$DEMO_PID"'; then
-  wait "$DEMO_PID"; DRC=$?
-  if [ -e "$LOCK_FILE" ]; then
-    fail stop "the demo exited but left its lock file $LOCK_FILE"
-  elif grep -qF "panicked" "$RUN/demo.err"; then
-    fail stop "the demo reported a panic: $(grep -F panicked "$RUN/demo.err" | head -n 1)"
-  elif [ "$DRC" != 0 ]; then
-    fail stop "the demo exited with status $DRC"
-  else
-    pass stop "lock file removed, demo exited 0 ($(since "$T0")s)"
-  fi
-else
-  fail stop "the demo did not exit after 'stop' ($WHY)"
-fi
-
-N_ERR=$(count_json "$RUN/demo.out" --eq event=error)
-if [ "$N_ERR" != 0 ]; then
-  log "note: the demo printed $N_ERR error event(s):"
-  grep -E '"event": ?"error"' "$RUN/demo.out" | short | sed 's/^/    /'
-fi
-log "test phase took $(since "$T_TEST")s"
-FINISHED=1
-exit 0
+check_demo_stop "$LOCK_FILE" "lock file"
+finish_e2e

@@ -26,7 +26,9 @@
 #                 the plugin's result "Reminder shown." — the env picked our IDE
 #   host-request-outside  the same from a terminal outside the IDE (no env at all) whose
 #                 cwd is a sub-folder of the workspace, after the second host stopped
-#   stopped       `stop` makes the demo stop: the lock file is gone
+#   stopped       `stop` makes the demo stop: it prints stopped, then answers the stop
+#                 command ({"event":"result","command":"stop","ok":true}, its last line),
+#                 and the lock file is gone
 #   no-plugin-left  every plugin process the demos started (their plugin_started events)
 #                 is gone
 #   list-disconnected `qwen mcp list` then shows the server Disconnected, promptly, with
@@ -45,11 +47,7 @@ set -u -o pipefail
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
-case ${1:-} in
-  -h|--help) usage; exit 0 ;;
-  "") ;;
-  *) echo "run_mcp_e2e.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
-esac
+no_args "$@"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 E2E_DIR=${E2E_DIR:-$ROOT/target/e2e}
@@ -254,10 +252,14 @@ remind_call host-request-outside remind_outside "$WS/src/deep"
 # ---------------------------------------------------------------- the host stops
 CUR_CHECK=stopped
 to_peer host stop
-if wait_json "$RUN/host.out" 0 --eq event=stopped && wait_until file_absent "$LOCK_FILE"; then
-  pass stopped "server stopped, lock file removed"
+if ! wait_json "$RUN/host.out" 0 --eq event=result --eq command=stop --eq ok=true; then
+  fail stopped "the demo did not answer stop ($WHY)"
+elif [ "$(tail -n 2 "$RUN/host.out" | tr -d '\n')" != '{"event":"stopped"}{"event":"result","command":"stop","ok":true}' ]; then
+  fail stopped "the last lines are not stopped then stop's result: $(tail -n 2 "$RUN/host.out" | head -c 300)"
+elif ! wait_until file_absent "$LOCK_FILE"; then
+  fail stopped "the lock file is still there after stop"
 else
-  fail stopped "the demo did not stop its server ($WHY)"
+  pass stopped "server stopped, stop answered (the last line), lock file removed"
 fi
 wait_until eval '! proc_alive "$HOST_PID"' || true
 

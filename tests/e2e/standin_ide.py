@@ -8,7 +8,10 @@ harness problem from a library problem. STANDIN_FAULT=initialized200 makes it an
 notifications with 200 instead of 202 (the CLI then never opens its GET stream), to see
 how the harness reports a broken companion.
 
-stdout (JSON lines): {"event":"ready","port":P,"lockFile":"...","env":{...}},
+`--cli qwen|gemini|both` (default qwen) chooses the discovery files written: Qwen Code's
+lock and/or Gemini CLI's $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json.
+
+stdout (JSON lines): {"event":"ready","port":P,"lockFile":"...","discoveryFiles":{...},"env":{...}},
   {"event":"diff_opened","filePath":...,"newContent":...},
   {"event":"diff_close_requested","filePath":...}, {"event":"error","message":...}
 stdin: open PATH | focus PATH | cursor LINE CHAR | select TEXT | accept PATH |
@@ -20,9 +23,13 @@ import json
 import os
 import secrets
 import sys
+import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_server  # noqa: E402  (tests/e2e/fake_server.py)
 
 OUT_LOCK = threading.Lock()
 
@@ -84,11 +91,7 @@ class Companion:
 
 
 def make_handler(c, port_holder):
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
+    class H(fake_server.Handler):
 
         def _auth(self):
             host = self.headers.get("Host", "")
@@ -116,12 +119,7 @@ def make_handler(c, port_holder):
             if self.path != "/mcp" or not self._auth():
                 return
             sid = self.headers.get("Mcp-Session-Id")
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
+            self._start_sse()
             with c.lock:
                 c.streams.setdefault(sid, []).append(self.wfile)
             msg = json.dumps({"jsonrpc": "2.0", "method": "ide/contextUpdate",
@@ -185,24 +183,38 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["ide"])
     ap.add_argument("--workspace", required=True)
+    ap.add_argument("--cli", choices=["qwen", "gemini", "both"], default="qwen")
     a = ap.parse_args()
     c = Companion(a.workspace)
     port_holder = [0]
     srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(c, port_holder))
     srv.daemon_threads = True
     port = port_holder[0] = srv.server_address[1]
-    base = os.environ.get("QWEN_HOME") or os.path.join(os.path.expanduser("~"), ".qwen")
-    lock_dir = os.path.join(base, "ide")
-    os.makedirs(lock_dir, exist_ok=True)
-    lock_file = os.path.join(lock_dir, "%d.lock" % port)
-    with open(lock_file, "w") as f:
-        json.dump({"port": port, "workspacePath": a.workspace, "authToken": c.token,
-                   "ppid": os.getpid(), "ideName": "Stand-in",
-                   "ideInfo": {"name": "standin", "displayName": "Stand-in"}}, f)
+    info = {"name": "standin", "displayName": "Stand-in"}
+    files = {"qwen": None, "gemini": None}
+    env = {}
+    if a.cli in ("qwen", "both"):
+        base = os.environ.get("QWEN_HOME") or os.path.join(os.path.expanduser("~"), ".qwen")
+        os.makedirs(os.path.join(base, "ide"), exist_ok=True)
+        files["qwen"] = os.path.join(base, "ide", "%d.lock" % port)
+        with open(files["qwen"], "w") as f:
+            json.dump({"port": port, "workspacePath": a.workspace, "authToken": c.token,
+                       "ppid": os.getpid(), "ideName": "Stand-in", "ideInfo": info}, f)
+        env.update(QWEN_CODE_IDE_SERVER_PORT=str(port), QWEN_CODE_IDE_WORKSPACE_PATH=a.workspace)
+    if a.cli in ("gemini", "both"):
+        # Gemini CLI looks in os.tmpdir()/gemini/ide (TMPDIR first, as here).
+        gdir = os.path.join(tempfile.gettempdir(), "gemini", "ide")
+        os.makedirs(gdir, exist_ok=True)
+        files["gemini"] = os.path.join(gdir, "gemini-ide-server-%d-%d.json" % (os.getpid(), port))
+        fd = os.open(files["gemini"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"port": port, "workspacePath": a.workspace, "authToken": c.token,
+                       "ideInfo": info}, f)
+        env.update(GEMINI_CLI_IDE_SERVER_PORT=str(port), GEMINI_CLI_IDE_WORKSPACE_PATH=a.workspace,
+                   GEMINI_CLI_IDE_PID=str(os.getpid()))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    emit({"event": "ready", "port": port, "lockFile": lock_file,
-          "env": {"QWEN_CODE_IDE_SERVER_PORT": str(port),
-                  "QWEN_CODE_IDE_WORKSPACE_PATH": a.workspace}})
+    emit({"event": "ready", "port": port, "lockFile": files["qwen"] or files["gemini"],
+          "discoveryFiles": files, "env": env})
     for line in sys.stdin:
         cmd, _, rest = line.rstrip("\n").partition(" ")
         try:
@@ -235,7 +247,9 @@ def main():
             c.push_context()
         except Exception as e:  # report and keep going, like the demo
             emit({"event": "error", "message": "%s: %r" % (line.strip(), e)})
-    os.unlink(lock_file)
+    for path in files.values():
+        if path:
+            os.unlink(path)
     emit({"event": "stopped"})
 
 

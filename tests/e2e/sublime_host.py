@@ -16,6 +16,8 @@ user would do, and the plugin's reactions are reported on stdout:
         "Proposed: ..." diff view (newContent = the view's text, CRLF restored)
     {"event":"diff_close_requested","filePath":...}            the plugin's close-diff
         callable was called (the CLI's closeDiff)
+    {"event":"terminal_input","tag":...,"text":...}  the plugin typed text into its
+        qwen terminal (forwarded to the tmux pane of run-qwen)
     {"event":"error","message":...}   a command that cannot be carried out, a failure
         the plugin reports in the console, an exception in a UI callback
     {"event":"stopped"}
@@ -46,6 +48,16 @@ user would do, and the plugin's reactions are reported on stdout:
     context JSON    not expressible through the plugin (Sublime has no such event):
                     goes to the binding directly (Companion.set_context)
     trust BOOL      idem (the plugin never sets trust): Companion.set_trusted
+    run-qwen SOCKET TARGET  the user runs "Qwen Companion: Run Qwen Code"; the stub
+                    Terminus terminal it opens stands for the tmux pane TARGET of the
+                    tmux server at SOCKET (where the harness runs qwen): what the plugin
+                    sends to the terminal (terminus_send_string) is typed there with
+                    `tmux send-keys -l`, and reported as a terminal_input event
+    add-file PATH   "Qwen: Add File to Prompt" in the view of PATH (opened first if needed)
+    add-lines PATH A B  the user selects lines A..B of PATH, then "Qwen: Add Selection
+                    to Prompt"
+    lint PATH LINE COL SEVERITY MESSAGE  SublimeLinter reports one diagnostic (its
+                    lint_result event, 1-based LINE/COL; SEVERITY error|warning)
     stop            the user closes the window, then the plugin host unloads the plugin
   EOF, SIGTERM, SIGINT and SIGHUP stop cleanly too.
 
@@ -65,8 +77,10 @@ import os
 import re
 import signal
 import sys
+import subprocess
 import threading
 import traceback
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -149,6 +163,11 @@ class Host(object):
         if self.args.ide_name:
             s.set("ide_name", self.args.ide_name)
 
+        if self.args.plugins:
+            s.set("mcp_always_load_tools", True)  # the model sees the tools without searching
+        self._stub_terminus()
+        self._stub_sublime_linter()
+
         # Sublime Text starts with the window open, then loads the plugin.
         self.editor = sublime.Editor()
         self.window = self.editor.new_window(absolute_roots(self.args.workspace))
@@ -156,7 +175,8 @@ class Host(object):
         sys.path.insert(0, os.path.dirname(STUBS))
         from sublime_package import load_package
 
-        plugin = load_package(only=("plugin",)).plugin
+        package = load_package(only=("plugin", "qwen_commands", "qwen_events"))
+        plugin = package.plugin
         self.plugin = plugin
         for keymap in ("Default.sublime-keymap",):  # what Sublime Text loads on Linux
             sublime.load_keymap(os.path.join(os.path.dirname(PLUGIN_FILE), keymap))
@@ -171,9 +191,65 @@ class Host(object):
         qc = plugin.import_binding()
         note("plugin {} with the binding {} and the library {}".format(
             PLUGIN_FILE, getattr(qc, "__file__", "?"), qc.load_library(self.args.library).path if qc else "?"))
-        emit({"event": "ready", "port": wc.companion.port, "lockFile": wc.companion.lock_file,
-              "env": wc.terminal_env()})
+        ready = {"event": "ready", "port": wc.companion.port, "lockFile": wc.companion.lock_file,
+                 "env": wc.terminal_env()}
+        if self.args.plugins:
+            # Started on the async thread by plugin_loaded; wait for it (and its settings.json
+            # entry) before qwen can start.
+            if plugin.plugin_host(create=True) is None:
+                emit_error("start: the plugin host did not start: {}".format(plugin._hosts.error))
+                return False
+            ready["mcp"] = plugin._hosts.mcp
+        emit(ready)
         return True
+
+    def _stub_terminus(self):
+        """Terminus as far as the plugin uses it: terminus_open makes a terminal view
+        (tagged), terminus_send_string types into the tmux pane of run-qwen."""
+        sublime, sublime_plugin, host = self.sublime, self.sublime_plugin, self
+        sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
+        self.pane = None  # (socket, target) of run-qwen
+
+        class TerminusOpenCommand(sublime_plugin.WindowCommand):
+            def run(self, **kwargs):
+                view = self.window.new_file()
+                view.set_scratch(True)
+                view.set_name(kwargs.get("title") or "Terminus")
+                view.settings().set("terminus_view", True)
+                if kwargs.get("tag"):
+                    view.settings().set("terminus_view.tag", kwargs["tag"])
+                note("terminus_open {}".format(json.dumps(dict((k, v) for k, v in kwargs.items() if k != "env"))))
+
+        class TerminusSendStringCommand(sublime_plugin.WindowCommand):
+            def run(self, string, tag=None, visible_only=False, bracketed=False):
+                views = [v for v in self.window.views() if v.settings().get("terminus_view.tag") == tag]
+                if not views or host.pane is None:
+                    raise Failure("terminus_send_string: no terminal tagged {!r} (run-qwen first)".format(tag))
+                socket_path, target = host.pane
+                subprocess.run(["tmux", "-S", socket_path, "send-keys", "-t", target, "-l", "--", string],
+                               check=True, timeout=10)
+                self.window.focus_view(views[-1])
+                emit({"event": "terminal_input", "tag": tag, "text": string})
+
+        self.terminus_classes = (TerminusOpenCommand, TerminusSendStringCommand)
+
+    def _stub_sublime_linter(self):
+        """SublimeLinter's public event module (subscribe / unsubscribe / broadcast),
+        so that the plugin follows its lint results as in Sublime Text."""
+        handlers = {}
+        events = types.ModuleType("SublimeLinter.lint.events")
+        events.subscribe = lambda topic, fn: handlers.setdefault(topic, []).append(fn)
+        events.unsubscribe = lambda topic, fn: handlers.get(topic, []).remove(fn)
+
+        def broadcast(topic, payload):
+            for fn in list(handlers.get(topic, [])):
+                fn(**payload)
+
+        events.broadcast = broadcast
+        for name in ("SublimeLinter", "SublimeLinter.lint"):
+            sys.modules.setdefault(name, types.ModuleType(name))
+        sys.modules["SublimeLinter.lint.events"] = events
+        self.linter_events = events
 
     def _patch_stub(self):
         """What the stub lacks of Sublime Text for a long-running host: set_timeout
@@ -516,6 +592,45 @@ class Host(object):
 
     def cmd_closed(self, arg):
         self.diff_view(self.require(arg, "closed PATH")).close()
+
+    # add to the prompt, diagnostics
+
+    def cmd_run_qwen(self, arg):
+        parts = arg.split(" ")
+        if len(parts) != 2 or not all(parts):
+            raise Failure("missing argument (usage: run-qwen SOCKET TARGET)")
+        self.pane = (parts[0], parts[1])
+        self.window.run_command("qwen_companion_run_qwen")
+        if self.plugin.qwen_terminal(self.window) is None:
+            raise Failure("Run Qwen Code opened no tagged terminal")
+
+    def cmd_add_file(self, arg):
+        path = self.require(arg, "add-file PATH")
+        self.cmd_focus(path)
+        view = self.file_view(path)
+        view.run_command("qwen_companion_add_file_to_prompt")
+
+    def cmd_add_lines(self, arg):
+        path, _, lines = arg.rpartition(" ")
+        path, _, first = path.rpartition(" ")
+        if not path or not first.isdigit() or not lines.isdigit():
+            raise Failure("missing argument (usage: add-lines PATH A B)")
+        self.cmd_focus(path)
+        view = self.file_view(path)
+        a, b = sorted((int(first), int(lines)))
+        view._sel._regions = [self.sublime.Region(view.text_point(a - 1, 0), view.line(view.text_point(b - 1, 0)).end())]
+        self.sublime_plugin.emit("on_selection_modified", view)
+        view.run_command("qwen_companion_add_selection_to_prompt")
+
+    def cmd_lint(self, arg):
+        parts = arg.split(" ", 4)
+        if len(parts) != 5 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise Failure("missing argument (usage: lint PATH LINE COL SEVERITY MESSAGE)")
+        path, line, col, severity, message = parts
+        self.linter_events.broadcast("lint_result", {
+            "filename": path, "linter_name": "e2e-linter",
+            "errors": [{"line": int(line) - 1, "start": int(col) - 1, "end": int(col), "error_type": severity,
+                        "code": "E2E", "msg": message, "linter": "e2e-linter"}]})
 
     def cmd_stop(self, arg):
         self.stopping = True

@@ -447,3 +447,198 @@ fn stop_and_free_from_inside_a_callback() {
     unsafe { assert_eq!(qc_companion_start(h.c, null_mut()), QC_INVALID_HANDLE) };
     drop(unsafe { Box::from_raw(ud) });
 }
+
+#[test]
+fn open_diffs_and_health_through_the_c_abi() {
+    let h = new_companion();
+    let mut out = null_mut();
+    let mut err = null_mut();
+    unsafe {
+        assert_eq!(qc_companion_open_diffs_json(h.c, &mut out, &mut err), QC_OK);
+        assert_eq!(take(out), r#"{"clients":0,"diffs":[]}"#);
+        assert_eq!(
+            qc_companion_open_diffs_json(null(), &mut out, &mut err),
+            QC_INVALID_HANDLE
+        );
+        take(err);
+        assert_eq!(
+            qc_companion_open_diffs_json(h.c, null_mut(), &mut err),
+            QC_NULL_PARAMETER
+        );
+        take(err);
+
+        // Every handle may be NULL: those parts are "off".
+        let opts =
+            CString::new(r#"{"qwen":"/nonexistent/qwen","node":"/nonexistent/node"}"#).unwrap();
+        assert_eq!(
+            qc_health_json(opts.as_ptr(), h.c, null(), null(), &mut out, &mut err),
+            QC_OK
+        );
+        let report: serde_json::Value = serde_json::from_str(&take(out)).unwrap();
+        assert_eq!(report["library"]["abi"], qc_abi_version());
+        let status = |id: &str| {
+            report["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == id)
+                .unwrap()["status"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(status("qwen"), "error");
+        assert_eq!(status("lock_file"), "warn", "{report}");
+        assert_eq!(status("plugin_mcp"), "off");
+        assert_eq!(status("participant"), "off");
+        let bad = CString::new(r#"{"qwen": 1}"#).unwrap();
+        assert_eq!(
+            qc_health_json(bad.as_ptr(), null(), null(), null(), &mut out, &mut err),
+            QC_INVALID_JSON
+        );
+        take(err);
+        let stale = 0x10 as *const qc_companion;
+        assert_eq!(
+            qc_health_json(null(), stale, null(), null(), &mut out, &mut err),
+            QC_INVALID_HANDLE
+        );
+        take(err);
+        qc_companion_free(h.c);
+    }
+}
+
+#[test]
+fn log_lines_as_pulled_events() {
+    let h = new_companion();
+    let mut err = null_mut();
+    let mut fd = 0i32;
+    unsafe {
+        assert_eq!(qc_companion_enable_log_events(h.c, 3, &mut err), QC_REFUSED);
+        assert!(take(err).contains("pull mode"));
+        assert_eq!(qc_companion_enable_events(h.c, &mut fd, &mut err), QC_OK);
+        assert_eq!(
+            qc_companion_enable_log_events(h.c, 6, &mut err),
+            QC_INVALID_ARGUMENT
+        );
+        take(err);
+        assert_eq!(
+            qc_companion_enable_log_events(h.c, QC_LOG_INFO, &mut err),
+            QC_OK
+        );
+        assert_eq!(qc_companion_start(h.c, &mut err), QC_OK);
+        // Starting logs at info level; the line arrives as a pulled event.
+        let mut found = None;
+        let t = std::time::Instant::now();
+        while found.is_none() && t.elapsed() < Duration::from_secs(5) {
+            let mut ev = null_mut();
+            assert_eq!(qc_companion_next_event(h.c, &mut ev, &mut err), QC_OK);
+            if ev.is_null() {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(&take(ev)).unwrap();
+            if v["type"] == "log" {
+                found = Some(v);
+            }
+        }
+        let v = found.expect("a log event");
+        assert!(v["level"].as_u64().unwrap() <= 3, "{v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert_eq!(qc_companion_enable_log_events(h.c, 0, &mut err), QC_OK);
+        assert_eq!(
+            qc_plugin_host_enable_log_events(null_mut(), 3, &mut err),
+            QC_INVALID_HANDLE
+        );
+        take(err);
+        assert_eq!(
+            qc_participant_enable_log_events(null_mut(), 3, &mut err),
+            QC_INVALID_HANDLE
+        );
+        take(err);
+        qc_companion_free(h.c);
+    }
+}
+
+#[test]
+fn discovery_files_and_the_cli_option_through_the_c_abi() {
+    let lock = TempDir::new("ffilock");
+    let gem = TempDir::new("ffigem");
+    let ws = TempDir::new("ffiws");
+    let mut c = null_mut();
+    let mut err = null_mut();
+    let mut out = null_mut();
+    unsafe {
+        let bad = CString::new(r#"{"cli": "codex"}"#).unwrap();
+        assert_eq!(
+            qc_companion_new(bad.as_ptr(), &mut c, &mut err),
+            QC_INVALID_ARGUMENT
+        );
+        assert!(take(err).contains("cli must be"));
+        let cfg = CString::new(
+            json!({"workspaceRoots": [ws.path()], "lockDir": lock.path().join("ide"),
+                   "geminiDir": gem.path().join("ide"), "cli": "both", "ideName": "FFI"})
+            .to_string(),
+        )
+        .unwrap();
+        assert_eq!(qc_companion_new(cfg.as_ptr(), &mut c, &mut err), QC_OK);
+        assert_eq!(
+            qc_companion_discovery_files_json(c, &mut out, &mut err),
+            QC_NOT_RUNNING
+        );
+        take(err);
+        assert_eq!(qc_companion_start(c, null_mut()), QC_OK);
+        assert_eq!(
+            qc_companion_discovery_files_json(c, &mut out, &mut err),
+            QC_OK
+        );
+        let files: serde_json::Value = serde_json::from_str(&take(out)).unwrap();
+        let mut port = 0u16;
+        assert_eq!(qc_companion_port(c, &mut port, null_mut()), QC_OK);
+        assert_eq!(
+            files["gemini"],
+            json!(gem.path().join("ide").join(format!(
+                "gemini-ide-server-{}-{port}.json",
+                std::process::id()
+            )))
+        );
+        assert!(std::path::Path::new(files["qwen"].as_str().unwrap()).is_file());
+        assert_eq!(qc_companion_terminal_env_json(c, &mut out, &mut err), QC_OK);
+        let env: serde_json::Value = serde_json::from_str(&take(out)).unwrap();
+        assert_eq!(env["GEMINI_CLI_IDE_SERVER_PORT"], port.to_string());
+        assert_eq!(env["QWEN_CODE_IDE_SERVER_PORT"], port.to_string());
+        assert_eq!(
+            qc_companion_discovery_files_json(null(), &mut out, &mut err),
+            QC_INVALID_HANDLE
+        );
+        take(err);
+        assert_eq!(
+            qc_companion_discovery_files_json(c, null_mut(), &mut err),
+            QC_NULL_PARAMETER
+        );
+        take(err);
+        // The health report follows the CLIs the companion serves.
+        let opts = CString::new(
+            r#"{"qwen":"/nonexistent/qwen","gemini":"/nonexistent/gemini","node":"/nonexistent/node"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            qc_health_json(opts.as_ptr(), c, null(), null(), &mut out, &mut err),
+            QC_OK
+        );
+        let report: serde_json::Value = serde_json::from_str(&take(out)).unwrap();
+        assert_eq!(report["cli"], "both");
+        let lock_check = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "lock_file")
+            .unwrap()
+            .clone();
+        assert_eq!(lock_check["status"], "ok", "{lock_check}");
+        assert_eq!(lock_check["files"], files);
+        assert_eq!(qc_companion_stop(c, null_mut()), QC_OK);
+        assert!(!std::path::Path::new(files["gemini"].as_str().unwrap()).exists());
+        assert!(!std::path::Path::new(files["qwen"].as_str().unwrap()).exists());
+        qc_companion_free(c);
+    }
+}

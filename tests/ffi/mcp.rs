@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
 
-use qc_test_support::mcp::{Client, TempDir};
+use qc_test_support::mcp::{tool_names, Client, TempDir};
 use qwen_companion::ffi::*;
 use serde_json::{json, Value};
 
@@ -138,15 +138,6 @@ impl Drop for Host {
         #[cfg(unix)]
         assert!(left.is_empty(), "plugin processes left: {left:?}");
     }
-}
-
-fn tool_names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

@@ -638,6 +638,23 @@ fn two_clients_both_notified() {
     assert!(wait_until(SEC, || f.companion.connected_clients() == 2));
     let p = f.ws.path().join("two.txt").to_string_lossy().into_owned();
     c1.tool("openDiff", json!({"filePath": p, "newContent": "2"}));
+    // Each diff names the CLI session that proposed it (connection order).
+    let q0 = f.ws.path().join("two-b.txt").to_string_lossy().into_owned();
+    c2.tool("openDiff", json!({"filePath": q0, "newContent": "2b"}));
+    let open = f.companion.open_diffs();
+    assert_eq!(open["clients"], 2, "{open}");
+    assert_eq!(open["diffs"][0]["filePath"], json!(p));
+    assert_eq!(open["diffs"][0]["session"]["label"], "CLI #1", "{open}");
+    assert_eq!(
+        open["diffs"][0]["session"]["id"].as_str(),
+        c1.session.as_deref()
+    );
+    assert_eq!(open["diffs"][1]["session"]["label"], "CLI #2", "{open}");
+    f.companion.diff_reject(&q0).unwrap();
+    assert_eq!(
+        f.companion.open_diffs()["diffs"].as_array().unwrap().len(),
+        1
+    );
     f.companion.diff_accept(&p, None).unwrap();
     assert!(s1.next_method("ide/diffAccepted", SEC).is_some());
     assert!(s2.next_method("ide/diffAccepted", SEC).is_some());
@@ -767,6 +784,9 @@ fn pull_mode_events_and_answers() {
     let e = f.companion.poll_event().unwrap().expect("event");
     assert_eq!(e["type"], "openDiff");
     assert_eq!(e["newContent"], "PULLED");
+    assert_eq!(e["clients"], 1);
+    assert_eq!(e["session"]["label"], "CLI #1");
+    assert_eq!(e["session"]["id"].as_str(), c.session.as_deref());
     assert!(!readable(fd), "drained once empty");
     let id = e["id"].as_u64().unwrap();
     f.companion.respond(id, Ok(None)).unwrap();

@@ -8,5 +8,8 @@
 
 /// The companion end to end through an MCP client.
 mod companion;
+/// The `cli` option: Gemini CLI's discovery file and variables, one server
+/// for both CLIs.
+mod gemini;
 /// The loopback HTTP layer's limits (sizes, timeouts, connection cap).
 mod http_limits;

@@ -75,11 +75,7 @@ set -u -o pipefail
 # shellcheck source=../lib/harness.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
-case ${1:-} in
-  -h|--help) usage; exit 0 ;;
-  "") ;;
-  *) echo "run_sessions.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
-esac
+no_args "$@"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SDK_VERSION=0.1.14

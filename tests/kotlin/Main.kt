@@ -33,6 +33,7 @@ fun main(args: Array<String>) {
         if (only.isEmpty() || only.contains("binding")) bindingTests(h, dirs, System.getProperty("qc.test.lib"))
         if (only.isEmpty() || only.contains("binding")) bindingFixTests(h, TestDirs(File(root, "binding-fixes")))
         if (only.isEmpty() || only.contains("binding")) platformTests(h, File(root, "platform").also { it.mkdirs() })
+        if (only.isEmpty() || only.contains("binding")) geminiBindingTests(h, File(root, "gemini").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("sessions")) sessionTests(h, File(root, "sessions"))
         if (only.isEmpty() || only.contains("plugins")) pluginTests(h, File(root, "plugins").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("json")) jsonTests(h)
@@ -41,6 +42,8 @@ fun main(args: Array<String>) {
         if (only.isEmpty() || only.contains("intellij")) intellijPluginHostTests(h, File(root, "ij-host").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
         if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-ui")) intellijUiTests(h, File(root, "ij-ui").also { it.mkdirs() })
         if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-sessions")) intellijSessionTests(h, File(root, "ij-s").also { it.mkdirs() })
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-editor")) intellijEditorTests(h, File(root, "ij-e").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
+        if (only.isEmpty() || only.contains("intellij") || only.contains("intellij-gemini")) intellijGeminiTests(h, File(root, "ij-g").also { it.mkdirs() }, System.getProperty("qc.test.lib"))
     } catch (t: Throwable) {
         h.test("suite did not abort") { throw t }
     } finally {

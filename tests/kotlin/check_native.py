@@ -26,6 +26,9 @@ NATIVE = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "bindings/ko
 # load refuses a library lacking any bound function, so binding these would
 # refuse libraries the binding works with today.
 NOT_BOUND = {
+    "qc_companion_enable_log_events": "pull-mode log events are for hosts without callbacks (LuaJIT); the Kotlin binding takes log lines through the log callback",
+    "qc_plugin_host_enable_log_events": "pull-mode log events are for hosts without callbacks (LuaJIT); the Kotlin binding takes log lines through the log callback",
+    "qc_participant_enable_log_events": "pull-mode log events are for hosts without callbacks (LuaJIT); the Kotlin binding takes log lines through the log callback",
     "qc_companion_connected_clients": "not used by the Kotlin binding (newer libraries only)",
     "qc_plugin_host_call_queued": "not used by the Kotlin binding (QwenPluginHost calls through qc_plugin_host_call_async)",
 }

@@ -224,6 +224,9 @@ def main(out):
     # The plugin UI and session glue's APIs live in their own module (new classes, extra members).
     import intellij_ui_stubs
     intellij_ui_stubs.extend(JAVA, KOTLIN)
+    # The editor tools, add-to-prompt, health and log glue's APIs.
+    import intellij_editor_stubs
+    intellij_editor_stubs.extend(JAVA, KOTLIN)
     for fq, body in JAVA.items():
         pkg, cls = fq.rsplit(".", 1)
         d = os.path.join(out, *pkg.split("."))

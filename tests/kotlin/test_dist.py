@@ -348,7 +348,7 @@ def _():
     check(r.returncode == 1 and "this jar has none for libqwen_companion.so on linux-x86-64" in r.stderr, "%d %r" % (r.returncode, r.stderr))
 
 
-@test("the IntelliJ zip: <plugin>/lib with the plugin jar (plugin.xml, every class it names) and the binding jar; no stdlib, no JNA")
+@test("the IntelliJ zip: <plugin>/lib with the plugin jar (plugin.xml, every class and icon it names) and the binding jar; no stdlib, no JNA")
 def _():
     with zipfile.ZipFile(ZIP) as z:
         names = [n for n in z.namelist() if not n.endswith("/")]
@@ -382,6 +382,13 @@ def _():
                         named.add(el.get(attr))
         check(len(named) >= 10, "plugin.xml names only %s" % sorted(named))
         check(named <= classes, "plugin.xml names classes the jar lacks: %s" % sorted(named - classes))
+        icons = set()
+        for doc in [root] + [ET.fromstring(p.read("META-INF/" + d.get("config-file")).decode())
+                             for d in root.findall("depends") if d.get("config-file")]:
+            for el in doc.iter():
+                if el.get("icon", "").startswith("/"):
+                    icons.add(el.get("icon")[1:])
+        check(icons and icons <= set(p.namelist()), "icons %s, in the jar: %s" % (sorted(icons), sorted(icons & set(p.namelist()))))
 
 
 finish()

@@ -1,6 +1,8 @@
 # shellcheck shell=bash disable=SC2034 # (globals set here are used by the harnesses)
 # Shared machinery of the bash test harnesses; sourced, never run:
 #   tests/e2e/run_e2e.sh, tests/interop/run_sessions.sh     real Qwen CLI, named checks
+#   tests/e2e/run_e2e_gemini.sh                             real Gemini CLI, named checks
+#   tests/neovim/run_e2e_nvim.sh, run_e2e_nvim_gemini.sh    either CLI in Neovim, named checks
 #   tests/c/run_demo_asan.sh, tests/c/run_sessions_asan.sh  C demo under ASan, "ok - " lines
 #
 # A harness sources this file right after `set -u`, then calls
@@ -46,6 +48,16 @@ OUT_FD="" ERR_FD=""
 
 # Print the comment block at the top of the harness (up to `set -u`).
 usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; }
+
+# For a harness that takes no argument: `-h`/`--help` prints the usage and
+# exits 0; anything else is refused with the usage and exit status 2.
+no_args() { # "$@" of the harness
+  case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) echo "$(basename "$0"): unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+}
 
 harness_init() { # LABEL named|tap [SCRATCH_DIR]
   H_LABEL=$1 H_STYLE=$2 RUN=${3:-}
@@ -381,6 +393,44 @@ ensure_qwen() {
   npm_pinned "$QWEN_CACHE" "$QWEN_PKG" "@qwen-code/qwen-code@$QWEN_VERSION" "$QWEN_VERSION" cli-entry.js
 }
 
+# The pinned Gemini CLI in $GEMINI_CACHE (sets GEMINI_PKG; GEMINI_CACHE may be set before).
+GEMINI_VERSION=0.61.0
+GEMINI_CACHE=$ROOT/target/e2e/gemini
+ensure_gemini() {
+  GEMINI_PKG=$GEMINI_CACHE/node_modules/@google/gemini-cli
+  npm_pinned "$GEMINI_CACHE" "$GEMINI_PKG" "@google/gemini-cli@$GEMINI_VERSION" "$GEMINI_VERSION" bundle/gemini.js
+}
+# gemini_settings: ~/.gemini/settings.json of an isolated HOME: IDE mode on (and its
+# first-run nudge seen); the API key from the environment; nothing that would call home:
+# telemetry, usage statistics, update checks off.
+gemini_settings() {
+  cat <<'JSON'
+{
+  "ide": { "enabled": true, "hasSeenNudge": true },
+  "security": { "auth": { "selectedType": "gemini-api-key" }, "folderTrust": { "enabled": false } },
+  "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "ui": { "hideTips": true, "hideBanner": true, "hideWindowTitle": true }
+}
+JSON
+}
+# gemini_model_env -> GEMINI_MODEL_ENV: the variables that point gemini at the fake API
+# on 127.0.0.1:$MODEL_PORT (API key auth, no telemetry, no proxy for loopback).
+# Inside a container (/.dockerenv, /run/.containerenv) Gemini CLI looks for the IDE at
+# host.docker.internal, unless it is told that the IDE runs in the same container (a dev
+# container: REMOTE_CONTAINERS) or is reached over SSH. Here the editor is in the same
+# container, as it is for an editor running in a dev container.
+gemini_model_env() {
+  # shellcheck disable=SC2054 # the commas belong to NO_PROXY
+  GEMINI_MODEL_ENV=(GEMINI_API_KEY=e2e-dummy-key GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$MODEL_PORT"
+    GEMINI_TELEMETRY_ENABLED=false NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost)
+  if [ -e /.dockerenv ] || [ -e /run/.containerenv ]; then
+    GEMINI_MODEL_ENV+=(REMOTE_CONTAINERS=true)
+    log "note: in a container: REMOTE_CONTAINERS=true, so gemini connects to 127.0.0.1 (not host.docker.internal)"
+  fi
+}
+
 ensure_tmux() {
   command -v tmux >/dev/null 2>&1 && return 0
   local -a sudo=()
@@ -534,6 +584,65 @@ dump_panes() {
 }
 dump_end() { section "end of diagnostics"; }
 dump_diag() { dump_begin; dump_model_requests; dump_outputs; dump_panes; dump_end; }
+
+# ---------------------------------------------------------------- Neovim e2e (tests/neovim/run_e2e_nvim*.sh)
+# nvim_e2e_config: their knobs (E2E_DIR, E2E_TURN_TIMEOUT -> STEP_TIMEOUT, E2E_KEEP ->
+# KEEP_RUN, NVIM) and the library they load (LIB).
+nvim_e2e_config() {
+  E2E_DIR=${E2E_DIR:-$ROOT/target/e2e}
+  STEP_TIMEOUT=${E2E_TURN_TIMEOUT:-45}
+  KEEP_RUN=${E2E_KEEP:-0}
+  NVIM=${NVIM:-nvim}
+  LIB=$ROOT/target/release/libqwen_companion.so
+}
+# need_nvim: python, node and Neovim are there (or abort).
+need_nvim() {
+  need_python_and_node
+  command -v "$NVIM" >/dev/null 2>&1 || abort "no $NVIM (tests/neovim/run.sh installs it)"
+}
+dump_nvim_output() { section "nvim output"; tail -n 60 "$RUN/nvim.out" 2>/dev/null | short; }
+# start_nvim_e2e LUA_FILE ENV...: headless Neovim in $WS (-> NVIM_PID) under env -i with
+# BASE_ENV, QWEN_COMPANION_LIB=$LIB, XDG dirs under HOME_DIR and ENV, the plugin of
+# examples/neovim on its runtimepath, running LUA_FILE.
+start_nvim_e2e() {
+  local lua=$1; shift
+  start_proc nvim /dev/null bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" \
+    env -i "${BASE_ENV[@]}" QWEN_COMPANION_LIB="$LIB" \
+    XDG_CONFIG_HOME="$HOME_DIR/.config" XDG_DATA_HOME="$HOME_DIR/.local/share" \
+    XDG_STATE_HOME="$HOME_DIR/.local/state" XDG_CACHE_HOME="$HOME_DIR/.cache" "$@" \
+    "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" -c "luafile $lua"
+  NVIM_PID=$LAST_PID
+}
+# wait_nvim_exit STEPS: Neovim waits up to STEP_TIMEOUT for each of its steps; give it
+# STEPS of them to exit (status 1, WHY, when it did not).
+wait_nvim_exit() {
+  local per_step=$STEP_TIMEOUT rc=0
+  STEP_TIMEOUT=$((per_step * $1))
+  DEADLINE_MS=$(( $(ms_now) + STEP_TIMEOUT * 1000 ))
+  wait_until eval '! proc_alive "$NVIM_PID"' || rc=1
+  STEP_TIMEOUT=$per_step
+  return "$rc"
+}
+# report_nvim_checks JSON [ID...]: pass / fail each check of the Lua side's JSON
+# ({"checks": [[name, ok, detail]...]}), then fail each of CHECKS (but the IDs, which the
+# shell side checks) that the Lua side did not reach. Aborts when it wrote no JSON.
+report_nvim_checks() {
+  local json=$1 id ok detail; shift
+  [ -f "$json" ] || abort "Neovim wrote no results ($WHY): $(tail -c 400 "$RUN/nvim.out")"
+  while IFS=$'\t' read -r id ok detail; do
+    if [ "$ok" = 1 ]; then pass "$id" "ok"; else fail "$id" "$detail"; fi
+  done < <("$PYTHON" - "$json" <<'PY'
+import json, sys
+for name, ok, detail in json.load(open(sys.argv[1], encoding="utf-8"))["checks"]:
+    print("%s\t%d\t%s" % (name, 1 if ok else 0, detail.replace("\t", " ").replace("\n", " ")[:1500]))
+PY
+  )
+  # A step the Neovim side did not reach (it returns after a failure it cannot go on from).
+  for id in "${CHECKS[@]}"; do
+    case " $* " in *" $id "*) continue ;; esac
+    [ -n "${RESULT[$id]:-}" ] || fail "$id" "not reached: an earlier step failed"
+  done
+}
 
 # ---------------------------------------------------------------- the cleanup traps
 harness_before_kill() { :; }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use qc_test_support::mcp::{raw_request, Client};
+use qc_test_support::mcp::{raw_request, result_text as text, tool_names as names, Client};
 use qc_test_support::plugins::{config, MemStore, Plugins};
 use qwen_companion::mcp_bridge::server::Config as ServerConfig;
 use qwen_companion::mcp_bridge::tools::STATUS_TOOL;
@@ -189,25 +189,6 @@ fn post_stream(c: &Client, msg: &Value) -> std::sync::mpsc::Receiver<Value> {
         }
     });
     rx
-}
-
-fn names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn text(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

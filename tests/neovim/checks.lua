@@ -3,6 +3,8 @@
 --   local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
 --   C.check(name, ok, detail)   detail is kept (vim.inspect) only when not ok
 --   C.finish(path)              writes the file and quits Neovim (C.write: only writes)
+--   C.read(path)                a file's bytes, or nil when it cannot be read
+--   C.run_guarded(run, name)    runs run(); a Lua error fails the check `name`; then stops the plugin
 local M = { list = {} }
 
 function M.check(name, ok, detail)
@@ -13,6 +15,24 @@ function M.write(path)
   local f = assert(io.open(path, 'w'))
   f:write(vim.fn.json_encode({ checks = M.list }))
   f:close()
+end
+
+function M.read(path)
+  local f = io.open(path, 'rb')
+  if not f then
+    return nil
+  end
+  local s = f:read('*a')
+  f:close()
+  return s
+end
+
+function M.run_guarded(run, name)
+  local ok, err = xpcall(run, debug.traceback)
+  M.check(name, ok, err)
+  pcall(function()
+    require('qwen_companion').stop({ silent = true })
+  end)
 end
 
 function M.finish(path)

@@ -29,13 +29,26 @@
 # whose show_notification Neovim answers), on_start/on_stop, :QwenRun's env,
 # the status line (CLIs connected with mcp_client.py, a pending diff, the
 # last error). tests/neovim/test_health.lua: :checkhealth's qwen/node
-# versions with fake programs. After the others: tests/neovim/test_install.lua
+# versions with fake programs. tests/neovim/test_prompt.lua (own HOME,
+# QWEN_HOME, XDG folders): :QwenAdd's text and the exact bytes typed into
+# the managed terminal (a raw-mode recorder stands in for qwen),
+# :QwenToggle's states (right, bottom, float), the editor tools (byte →
+# character columns, diagnostics, open file, open editors, selection, and
+# the four called through the registered bridge), the log file and its
+# rotation, the health report (a fixture and the real qc_health_json),
+# the proposing CLI's label with two CLIs, :QwenCloseAllDiffs.
+# tests/neovim/test_gemini.lua (own HOME, QWEN_HOME, TMPDIR): setup's cli,
+# gemini_command and gemini_dir, :GeminiToggle/:GeminiRun (states, reuse,
+# float, the env of every CLI served, the warning when Gemini CLI is not
+# served), :QwenAdd into the agent terminal used last, cli = both / gemini
+# (restart, discovery files, variables, the gemini health check, Gemini CLI's
+# settings in :checkhealth), stop removing the discovery files. After the others: tests/neovim/test_install.lua
 # (the installer against a loopback HTTP server serving $QC_DIST_DIR, default
 # target/dist, as made by scripts/dist.sh: required, a missing archive is a
 # failure) and tests/neovim/test_lazy.lua (the README's lazy.nvim spec run as
 # lazy.nvim runs it: build, then startup with --noplugin; then as a package
 # with setup() too), :helptags and every vimdoc link; then the Lua examples
-# of the Markdown. It takes 40 to 60 s.
+# of the Markdown. It takes 50 to 70 s.
 # The last line is `neovim: N passed, M failed`; exit status 1 on a failure.
 #
 # Env: PYTHON (python3), QC_TEST_TIMEOUT (seconds per wait, 30),
@@ -205,6 +218,43 @@ run_plain platform
 
 # --- :checkhealth's qwen/node versions (tests/neovim/test_health.lua) -------
 run_plain health
+
+# --- reaching the agent: :QwenAdd, the terminal, editor tools, log, health --
+# (tests/neovim/test_prompt.lua, its own HOME, QWEN_HOME, XDG folders and
+# workspace; a recorder program stands in for qwen in the terminal)
+PR="$TMP/prompt"
+mkdir -p "$PR/ws" "$PR/home" "$PR/qwen-home"
+(
+    cd "$PR/ws" || exit 1
+    exec env HOME="$PR/home" QWEN_HOME="$PR/qwen-home" XDG_CONFIG_HOME="$PR/home/.config" \
+        XDG_DATA_HOME="$PR/home/.local/share" XDG_STATE_HOME="$PR/home/.local/state" \
+        XDG_CACHE_HOME="$PR/home/.cache" QWEN_COMPANION_LIB="$LIB" PYTHON="$PY" \
+        QCNV_TMP="$PR" QCNV_WS="$PR/ws" QCNV_ROOT="$ROOT" QCNV_TIMEOUT="$T" \
+        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "luafile $HERE/test_prompt.lua"
+) >"$TMP/nvim-prompt.log" 2>&1 </dev/null
+report_run test_prompt.lua "$PR/nv-prompt.json" "$TMP/nvim-prompt.log"
+check "prompt: no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$TMP/nvim-prompt.log"
+check "prompt: no lock file left" bash -c '! ls "$0"/ide/*.lock 2>/dev/null | grep -q .' "$PR/qwen-home"
+
+# --- Gemini CLI: cli option, :GeminiToggle/:GeminiRun, :QwenAdd routing ----
+# (tests/neovim/test_gemini.lua, its own HOME, QWEN_HOME, TMPDIR, XDG folders
+# and workspace; a recorder program stands in for gemini and qwen)
+GM="$TMP/gemini"
+mkdir -p "$GM/ws" "$GM/home" "$GM/qwen-home" "$GM/tmp"
+(
+    cd "$GM/ws" || exit 1
+    exec env -u GEMINI_CLI_HOME HOME="$GM/home" QWEN_HOME="$GM/qwen-home" TMPDIR="$GM/tmp" \
+        XDG_CONFIG_HOME="$GM/home/.config" XDG_DATA_HOME="$GM/home/.local/share" \
+        XDG_STATE_HOME="$GM/home/.local/state" XDG_CACHE_HOME="$GM/home/.cache" QWEN_COMPANION_LIB="$LIB" \
+        QCNV_TMP="$GM" QCNV_WS="$GM/ws" QCNV_TIMEOUT="$T" \
+        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        -c "luafile $HERE/test_gemini.lua"
+) >"$TMP/nvim-gemini.log" 2>&1 </dev/null
+report_run test_gemini.lua "$GM/nv-gemini.json" "$TMP/nvim-gemini.log"
+check "gemini: no Lua error in nvim's output" bash -c '! grep -E "E5108|E5113|Error executing|stack traceback" "$0"' "$TMP/nvim-gemini.log"
+check "gemini: no discovery file or lock file left" \
+    bash -c '! ls "$0"/gemini-ide/*.json "$1"/ide/*.lock "$2"/gemini/ide/*.json 2>/dev/null | grep -q .' "$GM" "$GM/qwen-home" "$GM/tmp"
 
 # --- workspace and Neovim --------------------------------------------------
 export QCNV_TMP="$TMP" QCNV_WS="$TMP/ws" QCNV_TIMEOUT="$T" QCNV_REQUEST_TIMEOUT_MS="$RT"

@@ -33,11 +33,26 @@ for name, v in pairs({ qwen = '0.24.4', node = 'v22.12.0' }) do
   vim.fn.writefile({ '#!/bin/sh', 'echo ' .. v }, FAKEBIN .. '/' .. name)
   vim.loop.fs_chmod(FAKEBIN .. '/' .. name, tonumber('755', 8))
 end
+-- The library's own report is the fixture tests/neovim/fixtures/health.json
+-- with every check ok (the library resolves `node` once per process: asking
+-- it under the fake PATH would make the plugin host run the fake `node`);
+-- tests/neovim/test_prompt.lua runs the real qc_health_json.
+local HEALTH_FIXTURE = vim.fn.json_decode(table.concat(vim.fn.readfile(vim.fn.fnamemodify(
+  debug.getinfo(1, 'S').source:sub(2), ':h') .. '/fixtures/health.json'), '\n'))
+for _, c in ipairs(HEALTH_FIXTURE.checks) do
+  c.status, c.detail = 'ok', nil
+end
 local function health()
   local path = vim.env.PATH
+  local hr = require('qwen_companion.health_report')
+  local real = hr.library_report
+  hr.library_report = function()
+    return vim.deepcopy(HEALTH_FIXTURE)
+  end
   vim.env.PATH = FAKEBIN .. ':' .. path
   vim.cmd('checkhealth qwen_companion')
   vim.env.PATH = path
+  hr.library_report = real
   local text = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), '\n')
   vim.cmd('bwipeout!')
   return text
@@ -72,10 +87,10 @@ step('load', function()
     check('plugin defines :' .. c, vim.fn.exists(':' .. c) == 2)
   end
   local old = vim.tbl_filter(function(name)
-    return not name:find('^Qwen')
+    return not (name:find('^Qwen') or name == 'GeminiRun' or name == 'GeminiToggle')
       or name:find('^QwenCompanion') ~= nil
   end, vim.tbl_keys(api.nvim_get_commands({})))
-  check('one prefix: no :QwenCompanion* (nor other) commands', #old == 0, old)
+  check('one prefix: no :QwenCompanion* (nor other) commands but :GeminiRun and :GeminiToggle', #old == 0, old)
   qc = require('qwen_companion')
   capi = require('qwen_companion.capi')
   -- every library function looked up through the namespace (capi.call does lib[name])
@@ -129,6 +144,9 @@ step('load', function()
   check('checkhealth: qwen and node against the tested versions', has(h, 'qwen 0.24.4 (' .. FAKEBIN
     .. '/qwen): the version the library was tested with') and has(h, 'node v22.12.0'), h)
   check('checkhealth: no ERROR line', not h:find('ERROR', 1, true), h)
+  check("checkhealth: the library's report, one line per check", has(h, 'Library report')
+    and has(h, 'library 0.1.0, ABI 1, linux-x86_64') and has(h, 'clis: 2 CLIs connected')
+    and has(h, 'plugin_mcp: qwen-companion-plugins registered'), h)
   local saved = read(SETTINGS)
   write(SETTINGS, '{ "ide": { "enabled": false } }')
   h = health()
@@ -273,6 +291,12 @@ step('notification', function()
   end, notes)
   check('show_notification from the plugin (during an MCP call) became one vim.notify', #shown == 1, notes)
   check('... at INFO level', shown[1] and shown[1].level == vim.log.levels.INFO, shown)
+  local logged = read(require('qwen_companion.log').path()) or ''
+  check("the log file has the plugin host's events: the plugin started, its show_notification request",
+    has(logged, 'INFO  plugins: plugin test.nvim-notify started')
+    and has(logged, 'DEBUG plugins: show_notification request') and has(logged, 'from test.nvim-notify'), logged)
+  check("the log file has the library's own log lines (pulled log events): the CLI's session connected",
+    has(logged, 'companion: session ') and has(logged, ': connected, sending context'), logged)
   local host = qc.plugin_host()
   check('the host pulled its events (no callback)', host.events >= 1 and (lib_calls.qc_plugin_host_next_event or 0) >= 1
     and lib_calls.qc_plugin_host_respond >= 1, { host.events, lib_calls })

@@ -72,15 +72,7 @@ local function wait(ms, cond)
   return vim.wait(ms or TIMEOUT, cond, 20)
 end
 
-local function read(path)
-  local f = io.open(path, 'rb')
-  if not f then
-    return nil
-  end
-  local s = f:read('*a')
-  f:close()
-  return s
-end
+local read = C.read
 
 local function buf_lines(b)
   return vim.api.nvim_buf_get_lines(b, 0, -1, false)

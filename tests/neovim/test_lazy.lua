@@ -81,6 +81,7 @@ end
 local ALL = {
   'QwenStart', 'QwenStop', 'QwenStatus', 'QwenRun', 'QwenEnv', 'QwenDiffAccept', 'QwenDiffReject', 'QwenInstall',
   'QwenPlugin', 'QwenSessions', 'QwenSend', 'QwenSendQuickfix', 'QwenMessages', 'QwenHeld', 'QwenInboxPolicy',
+  'QwenToggle', 'QwenAdd', 'GeminiToggle', 'GeminiRun',
 }
 
 local function build_phase()

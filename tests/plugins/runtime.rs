@@ -494,16 +494,32 @@ fn host_requests_are_always_answered() {
     {
         let seen = called.lock().unwrap();
         assert_eq!(seen.len(), 1, "no handler call without the permission");
-        assert_eq!(seen[0].plugin_id, "test.notify");
+        assert_eq!(seen[0].plugin_id.as_deref(), Some("test.notify"));
         assert_eq!(seen[0].params["title"], "3 todos");
         let j = seen[0].to_json();
         assert_eq!(j["plugin"], "test.notify");
+        assert_eq!(j["from"], "plugin");
         assert_eq!(j["capability"], "show_notification");
         assert_eq!(j["id"], seen[0].id);
     }
     // Unknown capability.
     let d = host_call("test.basic", "teleport", json!({}));
     assert!(d["error"].as_str().unwrap().contains("teleport"), "{d}");
+    // The editor's tools need the `editor` permission, even when offered.
+    t.host.set_capability(
+        "editor_diagnostics",
+        Some(Arc::new(|_: &HostRequest| {
+            HostAnswer::Now(Ok(json!({"diagnostics": []})))
+        })),
+    );
+    let d = host_call("test.basic", "editor_diagnostics", json!({}));
+    assert!(
+        d["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"editor\" permission"),
+        "{d}"
+    );
     // A handler answering later from another thread, through respond().
     let host = Arc::new(Mutex::new(None::<u64>));
     let h2 = host.clone();
@@ -551,7 +567,7 @@ fn host_requests_are_always_answered() {
     // here: its error comes back as host_error).
     let d = host_call("test.basic", "render_pdf", json!({"content": "# x"}));
     assert!(d["error"].as_str().unwrap().contains("outputPath"), "{d}");
-    assert_eq!(t.stat("test.basic", "hostRequests"), 7);
+    assert_eq!(t.stat("test.basic", "hostRequests"), 8);
     t.finish();
 }
 

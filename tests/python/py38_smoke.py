@@ -141,11 +141,14 @@ def run(lib, tmp):
     if not PACKAGED:
         s.set("library_path", lib)
     s.set("lock_dir", lock_dir)
+    s.set("cli", "both")  # issue 22: Qwen Code and Gemini CLI from one companion
+    s.set("gemini_dir", os.path.join(tmp, "gemini-ide"))
     window = sublime.Editor().new_window([ws])
     sys.path.insert(0, HERE)
     from sublime_package import load_package  # the package imported as Sublime Text does
 
-    plugin = load_package(only=("plugin",)).plugin
+    package = load_package(only=("plugin", "qwen_commands", "qwen_events"))
+    plugin = package.plugin
     if PACKAGED:  # the library the package ships for this machine, found by the plugin
         assert plugin.library_path() == os.path.abspath(lib), (plugin.library_path(), lib)
     plugin.plugin_loaded()
@@ -155,8 +158,29 @@ def run(lib, tmp):
     assert host.mcp_info()["serverName"] == "qwen-companion-plugins"
     with open(wc.companion.lock_file) as fh:
         assert json.load(fh)["workspacePath"] == ws
-    sublime.Editor().open_file(window, main_py)
+    view = sublime.Editor().open_file(window, main_py)
     assert wc.companion.context()["workspaceState"]["openFiles"][0]["path"] == main_py
+    # issue 21 on 3.8: the editor tools are offered, the reference is typed, the health report
+    assert "editor_diagnostics" in plugin._hosts._capabilities
+    sublime.add_resource("Packages/Terminus/Terminus.sublime-settings")
+    window.run_command("qwen_companion_run_qwen")
+    term = window.new_file()
+    term.settings().set("terminus_view.tag", window.commands[-1][1]["tag"])
+    view.run_command("qwen_companion_add_file_to_prompt")
+    assert window.commands[-1] == ("terminus_send_string", {"string": "@main.py ", "tag": plugin.qwen_terminal_tag(window)})
+    # issue 22 on 3.8: Gemini CLI's discovery file, Run Gemini CLI, the reference typed into its terminal
+    assert os.path.isfile(wc.discovery["gemini"]) and wc.discovery["qwen"] == wc.companion.lock_file
+    window.run_command("qwen_companion_run_gemini")
+    args = window.commands[-1][1]
+    assert args["env"]["GEMINI_CLI_IDE_PID"] == str(os.getpid()) and args["shell_cmd"] == "gemini", args
+    gemini_term = window.new_file()
+    gemini_term.settings().set("terminus_view.tag", args["tag"])
+    window.focus_view(view)
+    view.run_command("qwen_companion_add_file_to_prompt")
+    assert window.commands[-1] == ("terminus_send_string", {"string": "@main.py ", "tag": args["tag"]})
+    report = qc.health({"qwen": os.path.join(tmp, "no-qwen")}, companion=wc.companion, plugin_host=host)
+    assert report["library"]["version"] == qc.library_version(lib) and report["checks"], report
+    assert qc.health_report_lines(report)[0].startswith("qwen-companion ")
     plugin.plugin_unloaded()
     assert host.closed
     assert sublime.ui_violations == []

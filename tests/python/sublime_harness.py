@@ -4,7 +4,8 @@ window, and a recorder of the library calls the plugin makes.
 
     from sublime_harness import st, St, Recorder  # noqa: F401 (the fixture)
 
-The fixture loads only QwenCompanion.plugin, with the plugin host off
+The fixture loads QwenCompanion.plugin (and its qwen_events and
+qwen_commands modules), with the plugin host off
 (``plugins_enabled`` false: set it true, then ``st.plugin.plugin_host()``,
 in an isolated HOME as test_sublime_host.py does). The stub runs the
 ``*_async`` handlers on its async thread; ``sublime_plugin.emit`` and
@@ -31,11 +32,15 @@ import sublime_plugin  # noqa: E402,F401
 from sublime_package import load_package  # noqa: E402
 
 PLUGIN_FILE = os.path.join(SUBLIME_PACKAGE_DIR, "plugin.py")
+#: The companion's plugin modules: plugin.py, its events (qwen_events.py) and
+#: its window commands (qwen_commands.py); the others have their own tests.
+PLUGIN_MODULES = ("plugin", "qwen_commands", "qwen_events")
 
 
 def load_plugin():
-    """QwenCompanion.plugin, freshly imported as Sublime Text imports it."""
-    return load_package(only=("plugin",)).plugin
+    """QwenCompanion.plugin (with its events and commands modules), freshly
+    imported as Sublime Text imports them."""
+    return load_package(only=PLUGIN_MODULES).plugin
 
 
 class Recorder:
@@ -118,3 +123,20 @@ def st(lib_path, lock_dir, workspace):
         assert sublime.ui_violations == [], "UI touched off the UI thread"
 
 
+
+
+def open_terminal(st, command):
+    """Runs a "Run ..." command of the package (e.g. qwen_companion_run_qwen) and makes
+    the terminal Terminus would open for it; returns (view, terminus_open args)."""
+    st.window.run_command(command)
+    name, args = st.window.commands[-1]
+    assert name == "terminus_open"
+    term = st.window.new_file()
+    term.set_scratch(True)
+    term.settings().set("terminus_view.tag", args["tag"])
+    return term, args
+
+
+def sent(st):
+    """The terminus_send_string arguments of the window's commands so far."""
+    return [a for n, a in st.window.commands if n == "terminus_send_string"]

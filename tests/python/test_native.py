@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import json
 import os
 import re
 import shutil
@@ -195,14 +196,16 @@ def test_every_c_function_has_a_prototype(lib_path):
         or name in ("qc_version", "qc_abi_version", "qc_status_name", "qc_string_free")
     }
     assert "qc_companion_new" in covered and "qc_companion_file_opened" in covered
-    assert covered <= set(_native.PROTOTYPES), sorted(covered - set(_native.PROTOTYPES))
+    bound = set(_native.PROTOTYPES) | set(_native.OPTIONAL_PROTOTYPES)
+    assert covered <= bound, sorted(covered - bound)
     lib = qwen_companion.load_library(lib_path)
-    for name in _native.PROTOTYPES:
-        assert callable(getattr(lib, name))
+    # the optional ones too: this library is the header's (an older one may lack them)
+    for name in bound:
+        assert callable(getattr(lib, name)), name
 
 
 def test_owned_strings_are_freed_and_not_c_char_p():
-    for name, (restype, argtypes) in _native.PROTOTYPES.items():
+    for name, (restype, argtypes) in list(_native.PROTOTYPES.items()) + list(_native.OPTIONAL_PROTOTYPES.items()):
         if restype is ctypes.c_char_p:
             # only static strings may use c_char_p (never freed)
             assert name in ("qc_version", "qc_status_name"), name
@@ -218,3 +221,25 @@ def test_python38_compatible():
         universal_newlines=True,
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_log_events_are_for_pull_mode_only(make_companion, tmp_path):
+    """The optional qc_companion_enable_log_events, called through its
+    prototype: refused on a companion that takes callables, then, once the
+    companion is in pull mode, its log lines come as pulled log events."""
+    c = make_companion(workspace_roots=[str(tmp_path)])
+    lib = c._lib
+    with pytest.raises(qwen_companion.RefusedError):
+        lib.call("qc_companion_enable_log_events", c._h(), 5)
+    fd = ctypes.c_int32()
+    lib.call("qc_companion_enable_events", c._h(), ctypes.byref(fd))
+    lib.call("qc_companion_enable_log_events", c._h(), 5)
+    c.set_workspace_roots([str(tmp_path), str(tmp_path / "more")])  # something the library logs about
+    c.stop()  # it logs "stopped (port N)"
+    kinds = []
+    for _ in range(200):
+        text = lib.call_string("qc_companion_next_event", c._h())
+        if not text:
+            break
+        kinds.append(json.loads(text).get("type"))
+    assert "log" in kinds, kinds

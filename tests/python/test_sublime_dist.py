@@ -174,7 +174,7 @@ def test_machine_without_a_library_gets_one_message(package_dir, lib_path, works
     editor = sublime.Editor()
     windows = [editor.new_window([workspace]), editor.new_window([workspace])]
     printed = []
-    plugin = load_package(package_dir, only=("plugin",)).plugin
+    plugin = load_package(package_dir, only=("plugin", "qwen_events")).plugin  # with its event listener
     monkeypatch.setattr(plugin, "log", lambda m: printed.append(m))
     plugin.plugin_loaded()
     try:

@@ -53,6 +53,7 @@ from ._native import (
 from ._native import load as load_library
 from . import platforms
 from .companion import Companion, RefuseDiff
+from .health import health, report_lines as health_report_lines
 from .plugins import Pending, PluginCallError, PluginHost, PluginInstallError, register_mcp, unregister_mcp
 from .sessions import UNSET, Participant
 
@@ -101,6 +102,8 @@ __all__ = [
     "UNSET",
     "bridge_path",
     "error_class",
+    "health",
+    "health_report_lines",
     "library_version",
     "load_library",
     "register_mcp",

@@ -245,6 +245,16 @@ CAPABILITY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.
 # needing one raises NotFoundError without it): name -> (restype, argtypes).
 OPTIONAL_PROTOTYPES = {
     "qc_companion_connected_clients": (c_status, [c_handle, ctypes.POINTER(ctypes.c_uint32), c_error_out]),
+    # health report and the open diffs with their sessions (issue 21)
+    "qc_health_json": (c_status, [ctypes.c_char_p, c_handle, c_handle, c_handle, c_string_out, c_error_out]),
+    "qc_companion_open_diffs_json": (c_status, [c_handle, c_string_out, c_error_out]),
+    # log lines as pulled events, for pull-mode hosts (this binding's classes take
+    # log callables; prototyped for hosts that poll, like the *_enable_events)
+    "qc_companion_enable_log_events": (c_status, [c_handle, ctypes.c_uint32, c_error_out]),
+    "qc_plugin_host_enable_log_events": (c_status, [c_handle, ctypes.c_uint32, c_error_out]),
+    "qc_participant_enable_log_events": (c_status, [c_handle, ctypes.c_uint32, c_error_out]),
+    # the discovery file of each CLI served, Qwen Code and Gemini CLI (issue 22)
+    "qc_companion_discovery_files_json": (c_status, [c_handle, c_string_out, c_error_out]),
 }
 
 # name -> (restype, argtypes). Every fallible function ends with c_error_out.

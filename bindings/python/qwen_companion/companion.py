@@ -1,4 +1,5 @@
-"""The :class:`Companion`: a Qwen Code IDE companion for one editor window.
+"""The :class:`Companion`: an IDE companion for one editor window, for Qwen
+Code, Gemini CLI or both (``cli``).
 
 Threading
 ---------
@@ -44,7 +45,10 @@ class RefuseDiff(Exception):
 
 class Companion(NativeHandle):
     """An IDE companion: an MCP server on ``127.0.0.1`` at ``/mcp`` for the Qwen
-    Code CLI, plus its lock file ``<lockDir>/<port>.lock``.
+    Code CLI, Gemini CLI or both (``cli``), plus the discovery file of each CLI
+    served: Qwen Code's lock file ``<lockDir>/<port>.lock``, Gemini CLI's
+    ``<geminiDir>/gemini-ide-server-<pid>-<port>.json``. Both CLIs share the
+    one server (one port, one token).
 
     ``with Companion(...) as c:`` closes it on exit. By default the companion
     starts listening at construction (``start=False`` to start it later with
@@ -57,7 +61,12 @@ class Companion(NativeHandle):
     ``trusted``, ``debounce_ms``, ``max_wait_ms``, ``max_body_bytes``,
     ``keep_alive_ms`` (SSE keep-alive interval, at most 30000),
     ``request_timeout_ms`` (how long ``openDiff`` / ``closeDiff`` wait for
-    the callables before the CLI gets an error; 100..600000, default 30000).
+    the callables before the CLI gets an error; 100..600000, default 30000),
+    ``cli`` (the CLIs served: ``"qwen"``, the default, ``"gemini"`` or
+    ``"both"``; another value is an :class:`InvalidArgumentError` naming it),
+    ``gemini_dir`` (the folder of Gemini CLI's discovery file; default
+    ``gemini/ide`` in the temporary folder Node.js's ``os.tmpdir()`` gives,
+    where Gemini CLI looks).
     ``config`` is either a dict merged under those, or a JSON string passed
     to the library verbatim (then the other configuration arguments must be
     left out).
@@ -107,6 +116,8 @@ class Companion(NativeHandle):
         max_body_bytes=None,  # type: Optional[int]
         keep_alive_ms=None,  # type: Optional[int]
         request_timeout_ms=None,  # type: Optional[int]
+        cli=None,  # type: Optional[str]
+        gemini_dir=None,  # type: Optional[Any]
         config=None,  # type: Optional[Union[str, Dict[str, Any]]]
         open_diff=None,  # type: Optional[OpenDiffCallable]
         close_diff=None,  # type: Optional[CloseDiffCallable]
@@ -132,6 +143,8 @@ class Companion(NativeHandle):
             "max_body_bytes": max_body_bytes,
             "keep_alive_ms": keep_alive_ms,
             "request_timeout_ms": request_timeout_ms,
+            "cli": cli,
+            "gemini_dir": None if gemini_dir is None else _native.encode(gemini_dir, "gemini_dir").decode("utf-8"),
         }
         given = dict((camel(k), v) for k, v in options.items() if v is not None)
         config_json, settings = _config_json(config, given)
@@ -162,7 +175,7 @@ class Companion(NativeHandle):
 
     def close(self):
         # type: () -> None
-        """Stops the server (the lock file is removed) and frees the companion.
+        """Stops the server (the discovery files are removed) and frees the companion.
 
         Safe to call more than once, from any thread, and from inside one of
         this companion's callbacks. Outside a callback it waits for a
@@ -175,7 +188,8 @@ class Companion(NativeHandle):
 
     def start(self):
         # type: () -> None
-        """Listens on a free port of 127.0.0.1 and writes the lock file.
+        """Listens on a free port of 127.0.0.1 and writes the discovery file of
+        each CLI served (all or none).
 
         :class:`AlreadyRunningError` when running; may be called again after
         :meth:`stop`."""
@@ -183,7 +197,7 @@ class Companion(NativeHandle):
 
     def stop(self):
         # type: () -> None
-        """Closes every client session and removes the lock file
+        """Closes every client session and removes the discovery files
         (:class:`NotRunningError` when not running)."""
         self._call("qc_companion_stop")
 
@@ -223,13 +237,34 @@ class Companion(NativeHandle):
     @property
     def lock_file(self):
         # type: () -> str
-        """Path of the lock file (:class:`NotRunningError` when stopped)."""
+        """Path of the lock file: Qwen Code's, or Gemini CLI's discovery file
+        when only Gemini CLI is served (:class:`NotRunningError` when stopped;
+        :meth:`discovery_files` gives each)."""
         return self._call_string("qc_companion_lock_file_path")
+
+    def discovery_files(self):
+        # type: () -> Dict[str, Optional[str]]
+        """The discovery file of each CLI, ``None`` for a CLI not served:
+        ``{"qwen": "/home/u/.qwen/ide/41234.lock", "gemini":
+        "/tmp/gemini/ide/gemini-ide-server-123-41234.json"}``.
+        :class:`NotRunningError` when stopped. Raises
+        :class:`~qwen_companion.NotFoundError` with a library too old to serve
+        Gemini CLI (``qc_companion_discovery_files_json`` missing)."""
+        if not hasattr(self._lib, "qc_companion_discovery_files_json"):
+            raise _native.NotFoundError(
+                "this library ({}) cannot list discovery files and serves Qwen Code only "
+                "(no qc_companion_discovery_files_json): update the package".format(self._lib.version),
+                _native.QC_NOT_FOUND,
+            )
+        return self._call_json("qc_companion_discovery_files_json")
 
     def terminal_env(self):
         # type: () -> Dict[str, str]
-        """Environment variables for terminals that run ``qwen``, e.g.
-        ``{"QWEN_CODE_IDE_SERVER_PORT": "41234", "QWEN_CODE_IDE_WORKSPACE_PATH": "/a"}``."""
+        """Environment variables for terminals that run a CLI: those of every
+        CLI served, e.g. ``{"QWEN_CODE_IDE_SERVER_PORT": "41234",
+        "QWEN_CODE_IDE_WORKSPACE_PATH": "/a"}``, with Gemini CLI also
+        ``GEMINI_CLI_IDE_SERVER_PORT``, ``GEMINI_CLI_IDE_WORKSPACE_PATH`` and
+        ``GEMINI_CLI_IDE_PID``. Put all of them into every terminal."""
         return json.loads(self._call_string("qc_companion_terminal_env_json"))
 
     @property
@@ -251,7 +286,7 @@ class Companion(NativeHandle):
 
     def set_workspace_roots(self, roots):
         # type: (Sequence[Any]) -> None
-        """Replaces the workspace roots; the lock file is rewritten when running."""
+        """Replaces the workspace roots; the discovery files are rewritten when running."""
         paths = _native.json_array_of_paths(roots, "roots")
         for p in paths:
             encode(p, "workspace root")
@@ -343,6 +378,23 @@ class Companion(NativeHandle):
         """The user closed the diff view of ``path`` without deciding
         (``ide/diffClosed``; the CLI treats it as a rejection)."""
         self._call("qc_companion_diff_closed", encode(path, "path"))
+
+    def open_diffs(self):
+        # type: () -> Dict[str, Any]
+        """The diffs waiting for a decision and which CLI proposed each:
+        ``{"clients": 2, "diffs": [{"filePath": "/abs/x.py", "session":
+        {"id": "<mcp session id>", "label": "CLI #2"}}]}``. Sessions are
+        labelled by connection order (``CLI #1``, ``CLI #2``...): Qwen Code
+        sends no name of its own. Show a label only when ``clients`` > 1.
+        May be called from inside the open-diff callable (the diff is recorded
+        then). Raises :class:`~qwen_companion.NotFoundError` with a library
+        too old to tell (``qc_companion_open_diffs_json`` missing)."""
+        if not hasattr(self._lib, "qc_companion_open_diffs_json"):
+            raise _native.NotFoundError(
+                "this library does not list open diffs (no qc_companion_open_diffs_json)",
+                _native.QC_NOT_FOUND,
+            )
+        return self._call_json("qc_companion_open_diffs_json")
 
     # ------------------------------------------------------------------
     # callables

@@ -27,6 +27,7 @@ import sublime
 import sublime_plugin
 
 from . import qwen_participant_core as pcore
+from .qwen_core import logbuf as _logbuf
 
 SETTINGS_FILE = "QwenCompanion.sublime-settings"
 PANEL = "qwen_messages"
@@ -40,6 +41,7 @@ _state = {"loaded": False, "hooked": False, "settings": None}
 
 def log(message):
     print(LOG_PREFIX + message)
+    _logbuf.add(LOG_PREFIX + message)  # "Qwen: Show Log"
 
 
 def settings():

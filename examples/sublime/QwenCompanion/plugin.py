@@ -1,6 +1,7 @@
-"""Qwen Companion for Sublime Text 4: makes each window a Qwen Code IDE companion.
+"""Qwen Companion for Sublime Text 4: makes each window an IDE companion of
+Qwen Code, Gemini CLI or both (the setting ``cli``).
 
-One companion (MCP server + lock file) per window, fed with the window's
+One companion (MCP server + the discovery file of each CLI) per window, fed with the window's
 folders and its file views; Qwen Code's proposed edits open as scratch views
 (Accept / Reject); ``Qwen Companion: Terminal Environment`` gives the
 lines that set ``QWEN_CODE_IDE_SERVER_PORT`` (``export``, fish, PowerShell or
@@ -27,23 +28,38 @@ Runs in the Python 3.8 plugin host (see ``.python-version``); the
 ``sys.path``.
 """
 
-import difflib
 import os
 import threading
 
 import sublime
-import sublime_plugin
 
+from .qwen_core import agents as _agents_mod
 from .qwen_core import binding as _binding_mod
+from .qwen_core import diagnostics as _diagnostics_mod
+from .qwen_core import editor_tools as _editor_tools
 from .qwen_core import host as _host_mod
+from .qwen_core import layout as _layout_mod
+from .qwen_core import logbuf as _logbuf
+from .qwen_core.proposal import DiffState, ShownProposal  # noqa: F401 (plugin.DiffState)
+from .qwen_core.views import (  # noqa: F401 (the package's other modules use them as core.X)
+    IS_DIFF,
+    MAX_SELECTION_CHARS,
+    close_view,
+    discard_diff_view,
+    file_path,
+    read_file,
+    selected_text,
+    view_text,
+    window_by_id,
+    window_views,
+)
 from .qwen_core import status as _status_mod
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SETTINGS_FILE = "QwenCompanion.sublime-settings"
 
-# View settings of a proposed-diff view.
+# View settings of a proposed-diff view (and IS_DIFF, from qwen_core/views.py).
 DIFF_PATH = "qwen_companion_diff_path"  # the file the diff proposes to change
-IS_DIFF = "qwen_companion_is_diff"  # true: key bindings' context
 DIFF_WINDOW = "qwen_companion_window"  # id of the window whose companion owns it
 
 LOG_PREFIX = "Qwen Companion: "
@@ -52,11 +68,6 @@ LOG_PREFIX = "Qwen Companion: "
 #: closed windows: Sublime Text has no event for a folder added through a
 #: dialog, so events are backed by this light poll.
 POLL_MS = 2000
-
-#: Selected text read per caret move is capped a little above what Qwen Code
-#: keeps (16384 UTF-16 units), so a huge selection is never copied whole; the
-#: library still sees it is too long and marks it "... [TRUNCATED]".
-MAX_SELECTION_CHARS = 16400
 
 #: A window whose close was announced (``on_pre_close_window``) gets no new
 #: companion from the events its closing views still send. If it is still
@@ -72,14 +83,33 @@ _poll_generation = [0]
 _loaded = [False]  # between plugin_loaded and plugin_unloaded: companions may start
 _window_hooks = []  # (on_open, on_close) registered by the package's other modules
 _terminal_env_providers = []  # provider(window) -> dict, see register_terminal_env
+_cli_problem = [None]  # the last bad "cli" setting shown
+_linter_store = _diagnostics_mod.LinterStore()  # SublimeLinter's results, for editor_diagnostics
+_unsubscribe_linter = [None]
+
+
+def cli_of(s):
+    """The setting ``cli`` checked: a bad value gives the default, logged and
+    shown in the status bar (once per value)."""
+    cli, problem = _agents_mod.cli_setting(s.get("cli"))
+    if problem is not None and _cli_problem[0] != problem:
+        _cli_problem[0] = problem
+        log(problem)
+        sublime.set_timeout(lambda: sublime.status_message(LOG_PREFIX + problem), 0)
+    elif problem is None:
+        _cli_problem[0] = None
+    return cli
 
 
 def companion_config(s):
     """The companion's construction settings (a change restarts the companions)."""
     config = {}
-    lock_dir = s.get("lock_dir")
-    if lock_dir:
-        config["lock_dir"] = os.path.expanduser(lock_dir)
+    cli = cli_of(s)
+    if cli != _agents_mod.DEFAULT_CLI:  # (the default is left to the library: an older one knows no "cli")
+        config["cli"] = cli
+    for key in ("lock_dir", "gemini_dir"):
+        if s.get(key):
+            config[key] = os.path.expanduser(s.get(key))
     for key in ("debounce_ms", "max_wait_ms", "request_timeout_ms"):
         if s.get(key) is not None:
             config[key] = s.get(key)
@@ -87,7 +117,9 @@ def companion_config(s):
 
 
 def log(message):
+    """The console, and the "Qwen: Show Log" panel's bounded log."""
     print(LOG_PREFIX + message)
+    _logbuf.add(message)
 
 
 def settings():
@@ -126,181 +158,8 @@ def library_path(s=None):
 
 
 # --------------------------------------------------------------------------
-# helpers
-
-
-def file_path(view):
-    """The path of a view backed by a regular file on disk, else None."""
-    if view is None or not view.is_valid():
-        return None
-    if view.settings().get(IS_DIFF):
-        return None
-    name = view.file_name()
-    if name and os.path.isfile(name):
-        return name
-    return None
-
-
-def selected_text(view, regions):
-    """The selected text of ``regions`` (joined by newlines), capped."""
-    parts = []
-    left = MAX_SELECTION_CHARS
-    for r in regions:
-        if r.empty():
-            continue
-        if left <= 0:
-            break
-        end = min(r.end(), r.begin() + left)
-        parts.append(view.substr(sublime.Region(r.begin(), end)))
-        left -= end - r.begin() + 1
-    return "\n".join(parts)
-
-
-def window_by_id(window_id):
-    for w in sublime.windows():
-        if w.id() == window_id:
-            return w
-    return None
-
-
-def view_text(view):
-    return view.substr(sublime.Region(0, view.size()))
-
-
-def read_file(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return ""
-
-
-def window_views(window):
-    """Every view of ``window``, the transient (preview) one included."""
-    try:
-        return window.views(include_transient=True)  # Sublime Text 4081+
-    except TypeError:
-        return window.views()
-
-
-def close_view(view):
-    if view is None or not view.is_valid():
-        return
-    view.set_scratch(True)  # never ask to save a proposal
-    if hasattr(view, "close"):
-        view.close()
-    else:  # Sublime Text 3
-        window = view.window()
-        if window is not None:
-            window.focus_view(view)
-            window.run_command("close_file")
-
-
-def discard_diff_view(view):
-    """Closes a diff view that answers nothing (any more)."""
-    if view is None or not view.is_valid():
-        return
-    view.settings().set(IS_DIFF, False)  # closing it is not a diffClosed
-    close_view(view)
-
-
-def _line_endings(text):
-    """The ending of each line of ``text`` that has one ("\r\n" or "\n")."""
-    return ["\r\n" if line.endswith("\r") else "\n" for line in text.split("\n")[:-1]]
-
-
-class ShownProposal(object):
-    """A proposal as shown in a view, and the way back from the view's text.
-
-    Sublime Text buffers hold "\n" only, so every "\r\n" of the proposal
-    is shown as "\n" (a lone "\r" stays text). The text sent back (Accept,
-    closeDiff) is:
-
-    - the proposal itself, exactly, when the buffer is unchanged;
-    - for a proposal with only CRLF endings (the view says "Windows"), the
-      buffer with every "\n" as "\r\n";
-    - for a proposal with only LF endings, the buffer as it is;
-    - for mixed endings, the buffer's lines matched against the proposal's
-      (difflib): a kept line keeps its ending, a changed line takes the
-      ending of the line it replaces, an added line the ending of the line
-      before it. So the lines the user did not touch keep their endings.
-    """
-
-    def __init__(self, proposed):
-        self.proposed = proposed
-        self.text = proposed.replace("\r\n", "\n")
-        self.endings = _line_endings(proposed)
-        crlf = self.endings.count("\r\n")
-        self.crlf = crlf > 0 and crlf == len(self.endings)
-        self.mixed = 0 < crlf < len(self.endings)
-
-    def final(self, buffer):
-        if buffer == self.text:
-            return self.proposed
-        if self.crlf:
-            return buffer.replace("\n", "\r\n")
-        if not self.mixed:
-            return buffer
-        return self._restore(buffer)
-
-    def _restore(self, buffer):
-        old = self.text.split("\n")
-        new = buffer.split("\n")
-        got = [None] * (len(new) - 1)  # the ending after each new line but the last
-
-        def ending(i):
-            return self.endings[i] if 0 <= i < len(self.endings) else None
-
-        # Unchanged head and tail first (linear), difflib for the middle; its
-        # autojunk keeps big files fast (frequent lines such as blank ones
-        # are matched by extending the matches around them).
-        n = min(len(old), len(new))
-        head = 0
-        while head < n and old[head] == new[head]:
-            head += 1
-        tail = 0
-        while tail < n - head and old[-1 - tail] == new[-1 - tail]:
-            tail += 1
-        blocks = [("equal", 0, head, 0, head), ("equal", len(old) - tail, len(old), len(new) - tail, len(new))]
-        matcher = difflib.SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail])
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            blocks.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
-        for tag, i1, i2, j1, j2 in blocks:
-            for j in range(j1, min(j2, len(got))):
-                if tag == "equal":
-                    got[j] = ending(i1 + j - j1)
-                elif tag == "replace":
-                    got[j] = ending(min(i1 + j - j1, i2 - 1))
-                # "insert": filled below from the line before
-        counts = (self.endings.count("\r\n"), self.endings.count("\n"))
-        previous = "\r\n" if counts[0] > counts[1] else "\n"
-        if got and got[0] is None:
-            previous = ending(0) or previous  # added before the first line
-        for j, e in enumerate(got):
-            if e is None:
-                got[j] = previous
-            previous = got[j]
-        return "".join(line + e for line, e in zip(new, got)) + new[-1]
-
-
-class DiffState(object):
-    """One proposed diff, shared by the library thread and the UI thread
-    (always under WindowCompanion.diff_lock)."""
-
-    def __init__(self, path, proposed):
-        self.path = path
-        self.proposed = proposed  # the newest proposal from the CLI
-        self.generation = 1  # bumped by each new proposal for the path
-        self.view = None  # the scratch view, once the UI thread made it
-        self.shown = None  # the ShownProposal in the view
-        self.shown_generation = 0  # the generation it shows
-
-    def is_answered_by(self, view):
-        """True when ``view`` is this diff's view (not a stale one)."""
-        return self.view is not None and view is not None and self.view.id() == view.id()
-
-    def up_to_date(self):
-        return self.shown is not None and self.shown_generation == self.generation
+# helpers: qwen_core/views.py (file_path, selected_text, window_views,
+# discard_diff_view, ...) and qwen_core/proposal.py (ShownProposal, DiffState)
 
 
 class WindowCompanion(object):
@@ -321,6 +180,7 @@ class WindowCompanion(object):
         # thread; a restart or revival may touch it from the main thread.
         self.editor_lock = threading.RLock()
         self.last_error = None  # the last failure, shown by the status indicator
+        self.layout = _layout_mod.SideBySide()  # main thread only
         self.config = companion_config(s)
         self.log_level = int(s.get("log_level", qc.LOG_WARN))
         self.companion = qc.Companion(
@@ -336,6 +196,11 @@ class WindowCompanion(object):
         )
         self.env = self.companion.terminal_env()  # kept current by refresh_roots
         self.port = self.companion.port
+        self.cli = self.config.get("cli", _agents_mod.DEFAULT_CLI)
+        try:  # fixed for the companion's life (port and pid): asked once
+            self.discovery = self.companion.discovery_files()
+        except qc.NotFoundError:  # a library from before Gemini CLI support: Qwen Code's lock file only
+            self.discovery = {"qwen": self.companion.lock_file, "gemini": None}
 
     # -- library thread -------------------------------------------------
 
@@ -356,7 +221,25 @@ class WindowCompanion(object):
             else:  # a new proposal for a file whose diff is still open
                 state.proposed = new_content
                 state.generation += 1
+        label = self._proposer_label(path)
+        with self.diff_lock:
+            state.label = label
         sublime.set_timeout(lambda: self.show_diff(path), 0)
+
+    def _proposer_label(self, path):
+        """Library thread: the label of the CLI that proposed the diff of
+        ``path`` ("CLI #2") when more than one CLI is connected, else None
+        (also with a library too old to tell)."""
+        try:
+            found = self.companion.open_diffs()
+        except (_qc.CompanionError, AttributeError):
+            return None
+        if int(found.get("clients") or 0) <= 1:
+            return None
+        for diff in found.get("diffs") or []:
+            if diff.get("filePath") == path:
+                return (diff.get("session") or {}).get("label")
+        return None
 
     def _on_close_diff(self, path):
         """Library thread: the CLI closes the diff; answer with the buffer text."""
@@ -425,6 +308,8 @@ class WindowCompanion(object):
         created = view is None or not view.is_valid()
         if created:
             view = self._new_diff_view(window, path)
+        label = state.label
+        view.set_name("Proposed{}: {}".format(" ({})".format(label) if label else "", os.path.basename(path)))
         shown = ShownProposal(proposed)
         view.run_command("qwen_companion_set_content", {"text": shown.text})
         view.set_line_endings("windows" if shown.crlf else "unix")
@@ -446,12 +331,50 @@ class WindowCompanion(object):
             if created:
                 discard_diff_view(view)
             return
+        if created and settings().get("diff_side_by_side", True):
+            self.layout.show(view.window() or window, view, self._original_view(window, path))
         (view.window() or window).focus_view(view)
         self.update_status()
         keys = settings().get("accept_reject_hint", "ctrl+s or ctrl+alt+y / ctrl+alt+n")
         window.status_message(
-            "Qwen Code proposes changes to {}: Accept or Reject ({})".format(os.path.basename(path), keys)
+            "{} proposes changes to {}: Accept or Reject ({})".format(
+                _agents_mod.who(self.cli), os.path.basename(path), keys)
         )
+
+    def _original_view(self, window, path):
+        """The view of the file a proposal changes (opened when the file
+        exists but is not open), for the left side; None for a new file."""
+        for view in window_views(window):
+            if view.file_name() == path and not view.settings().get(IS_DIFF):
+                return view
+        if not os.path.isfile(path):
+            return None
+        return window.open_file(path)
+
+    def restore_layout_if_done(self):
+        """Main thread: the window's layout from before the side-by-side
+        proposal, once no proposal view of this companion is left."""
+        window = self.window()
+        if window is None:
+            return
+        for view in window_views(window):
+            if view.settings().get(IS_DIFF) and view.settings().get(DIFF_WINDOW) == self.window_id:
+                return
+        self.layout.restore(window)
+
+    def close_all_diffs(self):
+        """Main thread: rejects every open diff (the CLIs get
+        ``ide/diffRejected``; nothing is written) and closes their views.
+        Returns how many."""
+        with self.diff_lock:
+            states = list(self.diffs.values())
+            self.diffs.clear()
+        for state in states:
+            sublime.set_timeout_async(lambda path=state.path: self._report("diff_reject", path), 0)
+            if state.view is not None:
+                discard_diff_view(state.view)
+        self.update_status()
+        return len(states)
 
     def _new_diff_view(self, window, path):
         view = window.new_file()
@@ -459,7 +382,6 @@ class WindowCompanion(object):
         view.settings().set(IS_DIFF, True)
         view.settings().set(DIFF_PATH, path)
         view.settings().set(DIFF_WINDOW, self.window_id)
-        view.set_name("Proposed: " + os.path.basename(path))
         if hasattr(sublime, "find_syntax_for_file"):
             syntax = sublime.find_syntax_for_file(path)
             if syntax is not None:
@@ -698,7 +620,9 @@ def _register(wc):
     with _lock:
         _companions[wc.window_id] = wc
     sublime.set_timeout(lambda: _notify_open(wc), 0)
-    log("window {} listening on port {} ({})".format(wc.window_id, wc.port, wc.companion.lock_file))
+    files = ", ".join(p for p in (wc.discovery.get("qwen"), wc.discovery.get("gemini")) if p)
+    log("window {} listening on port {} for {} ({})".format(
+        wc.window_id, wc.port, _agents_mod.served_names(wc.cli), files))
 
 
 def _feed(wc, window):
@@ -792,6 +716,7 @@ def _check_closing():
         if window is None:
             with _lock:
                 _closing[window_id] = None
+            _agents_mod.TERMINALS.forget(window_id)
         elif polls + 1 >= CLOSING_GRACE_POLLS:
             log("window {} was not closed: restarting its companion".format(window_id))
             start_companion(window)
@@ -927,6 +852,7 @@ def plugin_loaded():
     sublime.set_timeout_async(lambda: _poll(generation), POLL_MS)
     for window in sublime.windows():
         start_companion(window)
+    offer_editor_tools()
     # The host's first start copies the bridge and writes ~/.qwen/settings.json:
     # off the UI thread (a module asking plugin_host() meanwhile waits for it).
     sublime.set_timeout_async(lambda: plugin_host(create=True), 0)
@@ -941,6 +867,9 @@ def plugin_unloaded():
     for window_id in ids:
         close_window_companion(window_id)
     _hosts.stop()
+    unsubscribe, _unsubscribe_linter[0] = _unsubscribe_linter[0], None
+    if unsubscribe is not None:
+        unsubscribe()
     settings().clear_on_change(ON_CHANGE_TAG)
     for window in sublime.windows():
         _status_mod.clear(window)
@@ -970,120 +899,11 @@ def terminus_installed():
 
 
 # --------------------------------------------------------------------------
-# events
-#
-# As sublimelsp/LSP does, the synchronous handlers (the UI thread) only read
-# view settings and hand the work over; library calls, buffer reads
-# (``view.substr``) and companion start-ups run in the ``*_async`` handlers
-# (or ``set_timeout_async``), on Sublime Text's async thread, so typing and
-# moving the caret never wait for them.
+# events: the listener is qwen_events.py (QwenCompanionEventListener)
 
 
 def _is_diff(view):
     return bool(view.settings().get(IS_DIFF))
-
-
-class QwenCompanionEventListener(sublime_plugin.EventListener):
-    def on_new_window_async(self, window):
-        companion_for(window)
-
-    def on_pre_close_window(self, window):
-        window_closing(window.id())
-
-    def on_load_project_async(self, window):
-        wc = companion_for(window, create=False)
-        if wc is not None:
-            safely(wc.refresh_roots, window)
-
-    def on_post_window_command(self, window, command_name, args):
-        """(Sublime Text has no async variant of this one.)"""
-        wc = companion_for(window, create=False)
-        if wc is None:
-            return
-
-        def work():
-            safely(wc.refresh_roots, window)  # add/remove folder, open project...
-            if command_name in ("rename_path", "rename_file", "save_as", "move_path"):
-                for view in window.views():
-                    safely(wc.sync_view, view)
-
-        sublime.set_timeout_async(work, 0)
-
-    def on_window_command(self, window, command_name, args):
-        """Gives every Terminus terminal of the window the companion's env
-        (kept by the companion: no library call on the UI thread)."""
-        if command_name != "terminus_open" or not settings().get("terminus_inject_env", True):
-            return None
-        wc = companion_for(window, create=False)
-        if wc is None:
-            return None
-        args = dict(args or {})
-        env = dict(args.get("env") or {})
-        if "QWEN_CODE_IDE_SERVER_PORT" in env:
-            return None  # already set (by us or by the user)
-        env.update(wc.terminal_env())
-        args["env"] = env
-        return (command_name, args)
-
-    def on_activated_async(self, view):
-        window = view.window()
-        wc = companion_for(window)
-        if wc is None:
-            return
-        safely(wc.refresh_roots, window)
-        safely(wc.view_activated, view)
-        wc.update_status()
-
-    def on_load_async(self, view):
-        wc = companion_for(view.window())
-        if wc is not None:
-            safely(wc.sync_view, view)
-
-    def on_post_save_async(self, view):
-        wc = companion_for(view.window())
-        if wc is None:
-            return
-        safely(wc.sync_view, view)  # first save of a new file, or "save as"
-        window = view.window()
-        if window is not None and window.active_view() is not None and window.active_view().id() == view.id():
-            safely(wc.view_activated, view)
-
-    def on_selection_modified_async(self, view):
-        if _is_diff(view):
-            return
-        wc = companion_for(view.window(), create=False)
-        if wc is not None:
-            safely(wc.selection_changed, view)
-
-    def on_pre_move(self, view):
-        """Sublime Text 4: a tab leaves its window (dragged to another one)."""
-        if _is_diff(view):
-            return  # owned by DIFF_WINDOW's companion wherever it is
-        wc = companion_for(view.window(), create=False)
-        if wc is not None:
-            view_id = view.id()
-            sublime.set_timeout_async(lambda: safely(wc.view_closed, view_id), 0)
-
-    def on_post_move_async(self, view):
-        if _is_diff(view):
-            return
-        window = view.window()
-        wc = companion_for(window)
-        if wc is None:
-            return
-        safely(wc.sync_view, view)
-        if window.active_view() is not None and window.active_view().id() == view.id():
-            safely(wc.view_activated, view)
-
-    def on_pre_close(self, view):
-        wc = companion_for_view(view)
-        if wc is None:
-            return
-        if _is_diff(view):
-            safely(wc.diff_view_closing, view)
-            return
-        view_id = view.id()
-        sublime.set_timeout_async(lambda: safely(wc.view_closed, view_id), 0)
 
 
 # --------------------------------------------------------------------------
@@ -1093,7 +913,7 @@ class QwenCompanionEventListener(sublime_plugin.EventListener):
 #: Settings a running companion was built with: a change restarts every
 #: window's companion (new port; Qwen Code reconnects with /ide enable).
 COMPANION_KEYS = ("ide_name", "ide_id", "library_path", "lock_dir", "debounce_ms", "max_wait_ms",
-                  "request_timeout_ms")
+                  "request_timeout_ms", "cli", "gemini_dir")
 #: Settings of the plugin host: a change restarts it.
 HOST_KEYS = ("plugins_enabled", "plugins_dir", "node_path", "plugins_mcp", "register_mcp",
              "mcp_always_load_tools", "mcp_bridge_path", "library_path", "log_level")
@@ -1116,7 +936,8 @@ def watch_settings():
 def settings_changed():
     """Main thread (Sublime Text calls ``add_on_change`` callbacks there).
     Settings read at each use (``log_level``, ``terminus_inject_env``,
-    ``qwen_command``, ...) need nothing; the others restart what uses them."""
+    ``qwen_command``, ``gemini_command``, ...) need nothing; the others
+    restart what uses them."""
     if not _loaded[0] or _seen_settings[0] is None:
         return
     companion_now, host_now = _snapshot(COMPANION_KEYS), _snapshot(HOST_KEYS)
@@ -1136,126 +957,40 @@ def settings_changed():
 
 
 # --------------------------------------------------------------------------
-# commands
+# the agent terminals ("Run Qwen Code", "Run Gemini CLI": qwen_core/agents.py;
+# the commands are in qwen_commands.py) and the editor tools
+
+remember_terminal = _agents_mod.remember  # (window, agent, cwd): started; the one used last
+terminal_focused = _agents_mod.focused  # (view): an agent terminal focused is the one used last
+agent_terminal = _agents_mod.terminal  # (window, agent) -> (view, cwd) while it runs, else None
+last_agent_terminal = _agents_mod.last_terminal  # (window) -> (agent, view, cwd) used last, else None
 
 
-class QwenCompanionSetContentCommand(sublime_plugin.TextCommand):
-    """Internal: replaces the whole buffer (used for proposed diffs)."""
-
-    def run(self, edit, text=""):
-        self.view.replace(edit, sublime.Region(0, self.view.size()), text)
-        self.view.sel().clear()
-        self.view.sel().add(sublime.Region(0, 0))
-
-    def is_visible(self):
-        return False
+def terminal_tag(window, agent):
+    return _agents_mod.tag(window.id(), agent)
 
 
-def decide(view, accept):
-    wc = companion_for_view(view)
-    if wc is None:  # its companion is gone: nothing waits for this view
-        sublime.status_message("Qwen Code no longer waits for this diff")
-        discard_diff_view(view)
-        return
-    wc.decide(view, accept)
+def qwen_terminal_tag(window):
+    """The Terminus tag of the window's "Run Qwen Code" terminal."""
+    return terminal_tag(window, "qwen")
 
 
-class QwenCompanionAcceptDiffCommand(sublime_plugin.TextCommand):
-    """Accept the proposed change, as edited in this view (also ctrl+s /
-    cmd+s in the proposal view: see Default.sublime-keymap)."""
-
-    def run(self, edit):
-        decide(self.view, accept=True)
-
-    def is_enabled(self):
-        return _is_diff(self.view)
+def qwen_terminal(window):
+    """``(view, cwd)`` of the window's running "Run Qwen Code" terminal, else None."""
+    return agent_terminal(window, "qwen")
 
 
-class QwenCompanionRejectDiffCommand(sublime_plugin.TextCommand):
-    """Reject the proposed change."""
-
-    def run(self, edit):
-        decide(self.view, accept=False)
-
-    def is_enabled(self):
-        return _is_diff(self.view)
+def remember_qwen_terminal(window, cwd):
+    remember_terminal(window, "qwen", cwd)
 
 
-class QwenCompanionShowEnvCommand(sublime_plugin.WindowCommand):
-    """Shows (and copies) the lines that point ``qwen`` at this window, in the
-    syntax of the shell of setting ``terminal_shell`` (see :func:`env_lines`)."""
-
-    def run(self):
-        wc = companion_for(self.window)
-        if wc is None:
-            sublime.error_message(LOG_PREFIX + "not running (see the console)")
-            return
-        try:
-            lines = env_lines(wc.terminal_env())
-        except ValueError as e:
-            sublime.error_message(LOG_PREFIX + "cannot write the terminal environment: {}".format(e))
-            return
-        text = "\n".join(lines) + "\n"
-        sublime.set_clipboard(text)
-        panel = self.window.create_output_panel("qwen_companion")
-        panel.run_command("qwen_companion_set_content", {
-            "text": "Copied to the clipboard; run these in your shell, then qwen:\n\n" + text})
-        self.window.run_command("show_panel", {"panel": "output.qwen_companion"})
-        self.window.status_message("Qwen Code environment copied to the clipboard")
-
-
-def terminus_args(wc, command, title):
-    """``terminus_open`` arguments: the window's env, its first folder as
-    the cwd, and ``command`` (a list: argv; a string: a shell command)."""
-    args = {"title": title, "env": wc.terminal_env()}
-    if wc.folders:
-        args["cwd"] = wc.folders[0]
-    if isinstance(command, (list, tuple)) and command:
-        args["cmd"] = [str(c) for c in command]
-    elif isinstance(command, str) and command.strip():
-        args["shell_cmd"] = command
-    return args
-
-
-class QwenCompanionOpenTerminalCommand(sublime_plugin.WindowCommand):
-    """Opens a Terminus terminal with the companion's environment (runs ``terminal_cmd``)."""
-
-    def run(self):
-        wc = companion_for(self.window)
-        if wc is None:
-            return
-        self.window.run_command("terminus_open", terminus_args(wc, settings().get("terminal_cmd"), "Qwen Code"))
-
-    def is_enabled(self):
-        return terminus_installed()
-
-
-class QwenCompanionRunQwenCommand(sublime_plugin.WindowCommand):
-    """"Qwen Companion: Run Qwen Code": Terminus in the window's folder with
-    the env, running ``qwen_command`` (default ``qwen``)."""
-
-    def run(self):
-        wc = companion_for(self.window)
-        if wc is None:
-            sublime.error_message(LOG_PREFIX + "not running (see the console)")
-            return
-        if not terminus_installed():
-            sublime.error_message(
-                LOG_PREFIX + "Run Qwen Code needs the Terminus package (Package Control: Install Package, "
-                "Terminus). Or run qwen in any terminal after \"Qwen Companion: Terminal Environment\".")
-            return
-        command = settings().get("qwen_command") or "qwen"
-        self.window.run_command("terminus_open", terminus_args(wc, command, "Qwen Code"))
-
-
-class QwenCompanionRestartCommand(sublime_plugin.WindowCommand):
-    """Restarts this window's companion (new port, new lock file), and the
-    plugin host if it failed to start."""
-
-    def run(self):
-        _library_problem[0] = None
-        close_window_companion(self.window.id())
-        start_companion(self.window)
-        if plugin_host(create=False) is None:
-            _hosts.reset()
-            plugin_host(create=True)
+def offer_editor_tools():
+    """Offers the editor tools (``editor_diagnostics``, ``editor_open_file``,
+    ``editor_open_editors``, ``editor_selection``) to the plugin host before
+    its MCP server starts: Qwen Code reads the tool list once. SublimeLinter's
+    results are followed from here on (if it is installed)."""
+    if _unsubscribe_linter[0] is None:
+        _unsubscribe_linter[0] = _diagnostics_mod.subscribe_sublime_linter(_linter_store)
+    handlers = _editor_tools.make_handlers(sublime, lambda: import_binding().Pending(), _linter_store, log)
+    for name, handler in handlers.items():
+        _hosts.set_capability(name, handler)

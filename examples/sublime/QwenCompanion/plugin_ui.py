@@ -42,6 +42,7 @@ import sublime
 import sublime_plugin
 
 from . import qwen_ui_core as ui
+from .qwen_core import logbuf as _logbuf
 
 SETTINGS_FILE = "QwenCompanion.sublime-settings"
 OUTPUT_PANEL = "qwen_plugins"
@@ -69,6 +70,7 @@ _state = {
 
 def log(message):
     print(LOG_PREFIX + message)
+    _logbuf.add(LOG_PREFIX + message)  # "Qwen: Show Log"
 
 
 def settings():

@@ -21,16 +21,25 @@ pub struct HostRequest {
     /// Answer with [`super::PluginHost::respond`] when the handler returned
     /// [`HostAnswer::Later`].
     pub id: u64,
-    pub plugin_id: String,
+    /// The plugin that asks; `None` when Qwen Code asks through the plugin
+    /// MCP server (an editor tool, see [`super::PluginHost::ask`]).
+    pub plugin_id: Option<String>,
     pub capability: String,
     pub params: Value,
 }
 
 impl HostRequest {
-    /// `{id, plugin, capability, params}` (what a pull-mode host receives).
+    /// `{id, plugin, from, capability, params}` (what a pull-mode host
+    /// receives): `plugin` is the plugin id and `from` `"plugin"`, or
+    /// `plugin` is `null` and `from` `"mcp"` for an editor tool's call.
     pub fn to_json(&self) -> Value {
-        json!({"id": self.id, "plugin": self.plugin_id, "capability": self.capability,
-            "params": self.params})
+        let from = if self.plugin_id.is_some() {
+            "plugin"
+        } else {
+            "mcp"
+        };
+        json!({"id": self.id, "plugin": self.plugin_id, "from": from,
+            "capability": self.capability, "params": self.params})
     }
 }
 
@@ -47,13 +56,19 @@ pub enum HostAnswer {
 /// library lock; keep it short (post UI work and answer `Later`).
 pub type CapabilityFn = dyn Fn(&HostRequest) -> HostAnswer + Send + Sync;
 
-/// The capability that needs a manifest permission.
+/// The capability that needs a manifest permission: `show_notification`
+/// needs `notifications`, the editor's tools (`editor_*`) need `editor`.
 fn required_permission(capability: &str) -> Option<&'static str> {
     match capability {
         "show_notification" => Some("notifications"),
+        c if c.starts_with(EDITOR_PREFIX) => Some("editor"),
         _ => None,
     }
 }
+
+/// The prefix of the editor's own capabilities (diagnostics, open file, …),
+/// which the plugin MCP server also serves to Qwen Code as tools.
+pub const EDITOR_PREFIX: &str = "editor_";
 
 /// The library's `render_pdf` (Markdown → PDF), run on a blocking thread.
 fn default_render_pdf(params: &Value) -> std::result::Result<Value, String> {
@@ -126,6 +141,37 @@ async fn run(
             ));
         }
     }
+    ask(
+        shared,
+        Some(&manifest.id),
+        capability,
+        params,
+        Some(&inst.closing),
+    )
+    .await
+}
+
+/// Removes a waiting request's entry however its wait ends (answer,
+/// timeout, or the waiting future dropped by a cancelled caller).
+struct Waiting<'a>(&'a Shared, u64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.host_requests).remove(&self.1);
+    }
+}
+
+/// Asks the embedding host's handler of `capability` (or the library
+/// default) on behalf of `plugin` (`None`: Qwen Code through the plugin MCP
+/// server) and waits for the answer, at most `hostRequestTimeoutMs`, until
+/// `stop` (the asking plugin is stopping) or the host shuts down.
+pub(crate) async fn ask(
+    shared: &Arc<Shared>,
+    plugin: Option<&str>,
+    capability: &str,
+    params: Value,
+    stop: Option<&tokio_util::sync::CancellationToken>,
+) -> std::result::Result<Value, String> {
     let handler = lock(&shared.capabilities).get(capability).cloned();
     let Some(handler) = handler else {
         return match capability {
@@ -137,15 +183,18 @@ async fn run(
         };
     };
     let mut params = params;
-    for l in shared.listeners() {
-        l.decorate_request(&manifest.id, capability, &mut params);
+    if let Some(plugin) = plugin {
+        for l in shared.listeners() {
+            l.decorate_request(plugin, capability, &mut params);
+        }
     }
     let id = shared.next_host_request.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
     lock(&shared.host_requests).insert(id, (capability.to_string(), tx));
+    let _waiting = Waiting(shared, id);
     let request = HostRequest {
         id,
-        plugin_id: manifest.id.clone(),
+        plugin_id: plugin.map(str::to_string),
         capability: capability.to_string(),
         params,
     };
@@ -167,7 +216,13 @@ async fn run(
     });
     drop(immediate);
     let limit = shared.settings.host_request_timeout;
-    let out = tokio::select! {
+    let stopping = async {
+        match stop {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
         r = tokio::time::timeout(limit, rx) => match r {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err("the host dropped the request without answering".to_string()),
@@ -176,11 +231,9 @@ async fn run(
                 limit.as_millis()
             )),
         },
-        _ = inst.closing.cancelled() => Err("the plugin is being stopped".to_string()),
+        _ = stopping => Err("the plugin is being stopped".to_string()),
         _ = shared.closing.cancelled() => Err("the plugin host is shutting down".to_string()),
-    };
-    lock(&shared.host_requests).remove(&id);
-    out
+    }
 }
 
 /// Handles one `host_request` frame in its own task.

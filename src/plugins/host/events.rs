@@ -189,8 +189,10 @@ pub type EventSink = dyn Fn(PluginEvent) -> SlowDown + Send + Sync;
 /// observer unregisters it. Called from library threads, never under a lock.
 pub trait HostListener: Send + Sync {
     fn event(&self, event: &PluginEvent);
-    /// `reload`, `enable` or `disable` ran: the installed plugins or their
-    /// enabled flags may have changed.
+    /// `reload`, `enable` or `disable` ran, or the embedding host offered
+    /// or withdrew one of the editor's capabilities (`editor_*`): the
+    /// installed plugins, their enabled flags or the editor's tools may have
+    /// changed.
     fn plugins_changed(&self);
     /// A capability request of `plugin` is about to reach the embedding
     /// host's handler: the listener may add to its `params` (the view

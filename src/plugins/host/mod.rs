@@ -432,6 +432,7 @@ impl PluginHost {
     /// Replacing or removing a handler answers the requests the old one
     /// left waiting with `host_error`.
     pub fn set_capability(&self, name: &str, handler: Option<Arc<CapabilityFn>>) {
+        let handler_set = handler.is_some();
         let old = {
             let mut caps = lock(&self.shared.capabilities);
             match handler {
@@ -439,6 +440,7 @@ impl PluginHost {
                 None => caps.remove(name),
             }
         };
+        let changed = old.is_some() != handler_set;
         if old.is_some() {
             capability::fail_capability(
                 &self.shared,
@@ -447,6 +449,24 @@ impl PluginHost {
             );
         }
         drop(old);
+        if changed && name.starts_with(capability::EDITOR_PREFIX) {
+            // The plugin MCP server lists the editor's tools it offers.
+            self.shared.plugins_changed();
+        }
+    }
+
+    /// Whether the embedding host registered a handler for `capability`.
+    pub fn offers(&self, capability: &str) -> bool {
+        lock(&self.shared.capabilities).contains_key(capability)
+    }
+
+    /// Asks the embedding host's handler of `capability` on behalf of Qwen
+    /// Code (no plugin: the request's `plugin` is `None`), as the plugin
+    /// MCP server does for the editor's tools. The answer, or why there is
+    /// none (no handler, timeout after `hostRequestTimeoutMs`, shutdown).
+    /// Dropping the future gives the request up.
+    pub async fn ask(&self, capability: &str, params: Value) -> std::result::Result<Value, String> {
+        capability::ask(&self.shared, None, capability, params, None).await
     }
 
     /// Answers a [`HostRequest`] whose handler returned [`HostAnswer::Later`]

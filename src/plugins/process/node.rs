@@ -66,6 +66,12 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, String> {
             },
         },
     );
+    let found = found.map_err(|e| {
+        format!(
+            "{e}. Install Node.js or set the plugin host's \"node\" setting to the full path of the \
+             node binary"
+        )
+    });
     if cache.len() >= CACHE_CAP {
         cache.clear();
     }
@@ -89,21 +95,18 @@ pub fn path_with_node_dir(node: &Path, path: Option<&OsStr>) -> Option<OsString>
 }
 
 /// A name without any path separator (looked up in folders).
-fn is_bare_name(program: &OsStr) -> bool {
+pub(crate) fn is_bare_name(program: &OsStr) -> bool {
     let p = Path::new(program);
     p.components().count() == 1 && p.file_name() == Some(program)
 }
 
-/// `dir/name` (with the OS's executable suffix) when it is an executable file.
+/// `dir/name` (with the OS's executable suffix when `name` has no
+/// extension: `node` → `node.exe`, `qwen.cmd` stays) when it is an
+/// executable file.
 fn in_dir(dir: &Path, name: &OsStr) -> Option<PathBuf> {
     let mut file = name.to_os_string();
     let suffix = std::env::consts::EXE_SUFFIX;
-    if !suffix.is_empty()
-        && !name
-            .to_string_lossy()
-            .to_ascii_lowercase()
-            .ends_with(suffix)
-    {
+    if !suffix.is_empty() && Path::new(name).extension().is_none() {
         file.push(suffix);
     }
     let candidate = dir.join(file);
@@ -117,7 +120,8 @@ fn in_path_var(path: &OsStr, name: &OsStr) -> Option<PathBuf> {
 }
 
 /// The search itself (uncached): our `PATH`, the login shell's, then the
-/// install folders. The error names everything searched and the setting.
+/// install folders. The error names everything searched. `qwen` (installed
+/// by npm next to `node`) is searched the same way by the health report.
 pub(crate) fn search(name: &OsStr, places: Places<'_>) -> Result<PathBuf, String> {
     if let Some(found) = places.path.as_deref().and_then(|p| in_path_var(p, name)) {
         return Ok(found);
@@ -136,8 +140,7 @@ pub(crate) fn search(name: &OsStr, places: Places<'_>) -> Result<PathBuf, String
     };
     let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     Err(format!(
-        "{name} was not found: searched PATH ({path}), {shell}, and {dirs}. Install Node.js or set \
-         the plugin host's \"node\" setting to the full path of the node binary",
+        "{name} was not found: searched PATH ({path}), {shell}, and {dirs}",
         name = name.to_string_lossy(),
         path = places
             .path

@@ -251,6 +251,13 @@ impl Participant {
         self.inner.logger.set(sink);
     }
 
+    /// In pull mode, delivers this object's log lines up to `max_level` as
+    /// pulled `{"type":"log"}` events instead of a log callback (`None`: off;
+    /// see [`crate::events::HostLink::enable_log_events`]).
+    pub fn enable_log_events(&self, max_level: Option<LogLevel>) -> Result<()> {
+        self.inner.link.enable_log_events(max_level)
+    }
+
     /// Messages delivered to our sessions. Setting one hands over any
     /// messages accepted while none was set. Refused in pull mode.
     pub fn set_message_callback(&self, cb: Option<Arc<MessageFn>>) -> Result<()> {

@@ -141,3 +141,44 @@ fn file_uris_round_trip() {
         assert_eq!(P.path_from_file_uri(&uri).as_deref(), Some(p), "{uri}");
     }
 }
+
+#[test]
+fn the_temporary_directory_is_found_as_node_finds_it() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let p = PathStyle::Posix;
+    assert_eq!(p.node_tmpdir(env(&[])), "/tmp");
+    assert_eq!(
+        p.node_tmpdir(env(&[("TMPDIR", "/var/folders/x/T/")])),
+        "/var/folders/x/T"
+    );
+    assert_eq!(
+        p.node_tmpdir(env(&[("TMPDIR", ""), ("TMP", "/t2"), ("TEMP", "/t3")])),
+        "/t2"
+    );
+    assert_eq!(p.node_tmpdir(env(&[("TEMP", "/t3")])), "/t3");
+    assert_eq!(p.node_tmpdir(env(&[("TMPDIR", "/")])), "/");
+    let w = PathStyle::Windows;
+    assert_eq!(
+        w.node_tmpdir(env(&[
+            ("TMP", "C:\\tmp"),
+            ("TEMP", "C:\\Users\\u\\AppData\\Local\\Temp\\")
+        ])),
+        "C:\\Users\\u\\AppData\\Local\\Temp"
+    );
+    assert_eq!(w.node_tmpdir(env(&[("TMP", "D:\\")])), "D:\\");
+    assert_eq!(
+        w.node_tmpdir(env(&[("SystemRoot", "C:\\Windows")])),
+        "C:\\Windows\\temp"
+    );
+    assert_eq!(
+        w.node_tmpdir(env(&[("windir", "C:\\WINNT")])),
+        "C:\\WINNT\\temp"
+    );
+}

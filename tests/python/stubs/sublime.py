@@ -220,9 +220,17 @@ def error_message(msg):
     error_messages.append(msg)
 
 
+ENCODED_POSITION = 1
+TRANSIENT = 4
+
+#: The layout of a window with one group (Sublime Text's default).
+ONE_GROUP = {"cols": [0.0, 1.0], "rows": [0.0, 1.0], "cells": [[0, 0, 1, 1]]}
+
+
 class Syntax(object):
-    def __init__(self, path):
+    def __init__(self, path, name=None):
         self.path = path
+        self.name = name or os.path.splitext(os.path.basename(path))[0]
 
 
 def find_syntax_for_file(path, first_line=""):
@@ -330,10 +338,13 @@ class View(object):
         self._scratch = False
         self._name = ""
         self._valid = True
-        self._syntax = None
+        self._syntax = find_syntax_for_file(file_name) if file_name else None  # as Sublime Text picks it
         self._line_endings = "Unix"
         self.reference_document = None
         self.panel_name = None
+        self._group = 0  # the group of its window it sits in
+        self._dirty = False
+        self.results = []  # find_all_results_with_text of an output panel (tests fill it)
         self._status = {}
         self.popups = []  # the content of each show_popup
 
@@ -385,6 +396,21 @@ class View(object):
         line = self._text[point - col:point]
         return row, sum(2 if ord(ch) > 0xFFFF else 1 for ch in line)
 
+    def is_dirty(self):
+        return self._dirty
+
+    def line(self, x):
+        point = x.begin() if isinstance(x, Region) else x
+        start = self._text.rfind("\n", 0, point) + 1
+        end = self._text.find("\n", point)
+        return Region(start, len(self._text) if end < 0 else end)
+
+    def show_at_center(self, x):
+        _ui("View.show_at_center")
+
+    def find_all_results_with_text(self):
+        return list(self.results)
+
     def set_status(self, key, value):
         self._status[key] = value
 
@@ -400,7 +426,8 @@ class View(object):
 
     def text_point(self, row, col):
         lines = self._text.split("\n")
-        return sum(len(l) + 1 for l in lines[:row]) + col
+        row = min(row, len(lines) - 1)
+        return sum(len(l) + 1 for l in lines[:row]) + min(col, len(lines[row]))
 
     def set_scratch(self, scratch):
         _ui("View.set_scratch")
@@ -479,6 +506,8 @@ class Window(object):
         self._views = []
         self._active = None
         self._panels = {}
+        self._layout = dict(ONE_GROUP)
+        self._active_group = 0
         self.commands = []  # (name, args) of commands no plugin class handled
 
     def id(self):
@@ -496,10 +525,81 @@ class Window(object):
     def active_view(self):
         return self._active
 
+    # groups (the layout)
+
+    def get_layout(self):
+        return {"cols": list(self._layout["cols"]), "rows": list(self._layout["rows"]),
+                "cells": [list(c) for c in self._layout["cells"]]}
+
+    def set_layout(self, layout):
+        """As in Sublime Text: views of groups that no longer exist move to the last group."""
+        _ui("Window.set_layout")
+        self._layout = {"cols": list(layout["cols"]), "rows": list(layout["rows"]),
+                        "cells": [list(c) for c in layout["cells"]]}
+        last = self.num_groups() - 1
+        for v in self._views:
+            if v._group > last:
+                v._group = last
+        self._active_group = min(self._active_group, last)
+
+    def num_groups(self):
+        return len(self._layout["cells"])
+
+    def active_group(self):
+        return self._active_group
+
+    def focus_group(self, group):
+        _ui("Window.focus_group")
+        self._active_group = group
+
+    def views_in_group(self, group):
+        return [v for v in self._views if v._group == group]
+
+    def get_view_index(self, view):
+        if view not in self._views:
+            return (-1, -1)
+        return (view._group, self.views_in_group(view._group).index(view))
+
+    def set_view_index(self, view, group, index):
+        _ui("Window.set_view_index")
+        assert 0 <= group < self.num_groups(), "no group {}".format(group)
+        self._views.remove(view)
+        view._group = group
+        others = self.views_in_group(group)
+        at = self._views.index(others[index]) if index < len(others) else len(self._views)
+        self._views.insert(at, view)
+
+    def open_file(self, path, flags=0, group=-1):
+        """Opens (or focuses) ``path``; with ``ENCODED_POSITION`` the path is
+        ``file:line:col`` and the caret goes there. Loads at once."""
+        _ui("Window.open_file")
+        row = col = None
+        if flags & ENCODED_POSITION:
+            parts = path.rsplit(":", 2)
+            path, row, col = parts[0], int(parts[1]) - 1, int(parts[2]) - 1
+        view = None
+        for v in self._views:
+            if v.file_name() == path:
+                view = v
+        if view is None:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            view = View(self, file_name=path, text=text)
+            view._group = self._active_group if group < 0 else group
+            self._views.append(view)
+            sublime_plugin.emit("on_load", view)
+        if row is not None:
+            point = view.text_point(row, col)
+            view._sel._regions = [Region(point)]
+        self.focus_view(view)
+        return view
+
     def focus_view(self, view):
         _ui("Window.focus_view")
         if view is self._active:
             return
+        if view in self._views:
+            self._active_group = view._group
         if self._active is not None:
             sublime_plugin.emit("on_deactivated", self._active)
         self._active = view
@@ -508,6 +608,7 @@ class Window(object):
     def new_file(self):
         _ui("Window.new_file")
         view = View(self)
+        view._group = self._active_group
         self._views.append(view)
         sublime_plugin.emit("on_new", view)
         self.focus_view(view)
@@ -655,6 +756,7 @@ class Editor(object):
         if w._active is view:
             w._active = w._views[-1] if w._views else None
         view._window = to_window
+        view._group = to_window._active_group
         to_window._views.append(view)
         sublime_plugin.emit("on_post_move", view)
         to_window.focus_view(view)
@@ -664,6 +766,7 @@ class Editor(object):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         view = View(window, file_name=path, text=text)
+        view._group = window._active_group
         window._views.append(view)
         sublime_plugin.emit("on_load", view)
         window.focus_view(view)

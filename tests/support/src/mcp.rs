@@ -144,6 +144,30 @@ pub fn raw_request(port: u16, head: &str, body: &[u8]) -> Response {
     }
 }
 
+/// The tool names of a `tools/list` answer, in order.
+pub fn tool_names(list: &Value) -> Vec<String> {
+    list["result"]["tools"]
+        .as_array()
+        .expect("tools/list result")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The text blocks of a `tools/call` result, joined by newlines.
+pub fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
 pub struct Client {
     pub port: u16,
     pub token: String,

@@ -51,6 +51,7 @@ qc_status qc_companion_port(const qc_companion *c, uint16_t *out, char **error);
 qc_status qc_companion_connected_clients(const qc_companion *c, uint32_t *out, char **error);
 qc_status qc_companion_lock_file_path(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_terminal_env_json(const qc_companion *c, char **out, char **error);
+qc_status qc_companion_discovery_files_json(const qc_companion *c, char **out, char **error);
 qc_status qc_companion_set_workspace_roots_json(qc_companion *c,
                                                 const char *roots_json,
                                                 char **error);
@@ -80,6 +81,7 @@ qc_status qc_companion_diff_accept(qc_companion *c,
 qc_status qc_companion_diff_reject(qc_companion *c, const char *path, char **error);
 qc_status qc_companion_diff_closed(qc_companion *c, const char *path, char **error);
 qc_status qc_companion_enable_events(qc_companion *c, int32_t *out_fd, char **error);
+qc_status qc_companion_enable_log_events(qc_companion *c, uint32_t max_level, char **error);
 qc_status qc_companion_next_event(qc_companion *c, char **out_json, char **error);
 qc_status qc_companion_respond(qc_companion *c,
                                uint64_t id,
@@ -115,12 +117,27 @@ qc_status qc_plugin_host_respond(qc_plugin_host *h,
                                  const char *error_message,
                                  char **error);
 qc_status qc_plugin_host_enable_events(qc_plugin_host *h, int32_t *out_fd, char **error);
+qc_status qc_plugin_host_enable_log_events(qc_plugin_host *h, uint32_t max_level, char **error);
 qc_status qc_plugin_host_next_event(qc_plugin_host *h, char **out_json, char **error);
 qc_status qc_plugin_host_mcp_start(qc_plugin_host *h, const char *config_json, char **error);
 qc_status qc_plugin_host_mcp_stop(qc_plugin_host *h, char **error);
 qc_status qc_plugin_host_mcp_info(const qc_plugin_host *h, char **out_json, char **error);
 qc_status qc_mcp_register(const char *options_json, char **out_json, char **error);
 qc_status qc_mcp_unregister(const char *options_json, char **out_json, char **error);
+]]
+
+--- The health report (:QwenHealth, :checkhealth). Any handle may be NULL.
+M.HEALTH_TYPES_CDEF = [[
+typedef struct qc_participant qc_participant;
+]]
+
+M.HEALTH_CDEF = [[
+qc_status qc_health_json(const char *options_json,
+                         const qc_companion *c,
+                         const qc_plugin_host *h,
+                         const qc_participant *p,
+                         char **out_json,
+                         char **error);
 ]]
 
 local declared = false
@@ -139,7 +156,10 @@ function M.declare()
   if not pcall(ffi.typeof, 'qc_plugin_host') then
     ffi.cdef(M.PLUGIN_HOST_TYPES_CDEF)
   end
-  for _, text in ipairs({ M.FUNCTIONS_CDEF, M.PLUGIN_HOST_CDEF }) do
+  if not pcall(ffi.typeof, 'qc_participant') then
+    ffi.cdef(M.HEALTH_TYPES_CDEF)
+  end
+  for _, text in ipairs({ M.FUNCTIONS_CDEF, M.PLUGIN_HOST_CDEF, M.HEALTH_CDEF }) do
     local ok, err = pcall(ffi.cdef, text)
     if not ok and not tostring(err):find('redefine', 1, true) then
       error(err)
@@ -260,6 +280,41 @@ function M.call(lib, name, ...)
     lib.qc_string_free(err[0])
   end
   return nil, string.format('%s: %s%s', name, ffi.string(lib.qc_status_name(st)), msg and (': ' .. msg) or ''), st
+end
+
+--- M.call for a function newer libraries have: a library without it (older
+--- than this plugin) gives nil and a message saying so instead of an error.
+function M.optional_call(lib, name, ...)
+  if not pcall(function()
+    return lib[name]
+  end) then
+    return nil, name .. ': not in this library (older than the plugin; run :QwenInstall)'
+  end
+  return M.call(lib, name, ...)
+end
+
+--- The discovery file of each CLI the running companion `c` serves:
+--- `{ qwen = path, gemini = path }` (a CLI not served has none), from
+--- qc_companion_discovery_files_json. A library older than that function
+--- (through optional_call) gives nil and a message.
+function M.discovery_files(lib, c)
+  local out = ffi.new('char *[1]')
+  local ok, err = M.optional_call(lib, 'qc_companion_discovery_files_json', c, out)
+  if not ok then
+    return nil, err
+  end
+  local json = M.take(lib, out)
+  local dok, v = pcall(vim.json.decode, json or '')
+  if not dok or type(v) ~= 'table' then
+    return nil, 'qc_companion_discovery_files_json: not a JSON object: ' .. tostring(json)
+  end
+  local files = {}
+  for _, cli in ipairs({ 'qwen', 'gemini' }) do
+    if type(v[cli]) == 'string' then
+      files[cli] = v[cli]
+    end
+  end
+  return files
 end
 
 --- Calls a getter `lib[name](c, &out, &error)` whose `out` is an owned

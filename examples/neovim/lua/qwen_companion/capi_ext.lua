@@ -67,6 +67,7 @@ qc_status qc_participant_child_env_json(const qc_participant *p,
                                         char **out_json,
                                         char **error);
 qc_status qc_participant_enable_events(qc_participant *p, int32_t *out_fd, char **error);
+qc_status qc_participant_enable_log_events(qc_participant *p, uint32_t max_level, char **error);
 qc_status qc_participant_next_event(qc_participant *p, char **out_json, char **error);
 ]]
 

@@ -5,12 +5,20 @@
 --   :QwenStart            start the companion (and the plugin host) for the cwd
 --   :QwenStop             stop it
 --   :QwenStatus           show its state
---   :QwenRun [args]       a :terminal split running `terminal.cmd` (qwen) with the companion's env
+--   :QwenRun [args]       start the Qwen Code terminal (`terminal.cmd`, qwen) with the companion's env
+--                         (or show and focus it when it runs)
+--   :QwenToggle           show / focus / hide that terminal (start it when none runs)
+--   :GeminiRun [args] / :GeminiToggle  the same for the Gemini CLI terminal (`gemini_command`, gemini)
+--   :[range]QwenAdd [path]  type `@path` (with `(lines A-B)`) into the agent terminal used last, without Enter
+--   :QwenCloseAllDiffs    reject every open diff and close their views
+--   :QwenLog              open the log file
+--   :QwenHealth           the library's health report and what Neovim knows
 --   :QwenEnv [shell]      copy the lines that set that env in a shell outside Neovim
 --   :QwenDiffAccept [path] / :QwenDiffReject [path]
 --   :QwenInstall [prebuilt|source]  install the library and the bridge into lib/ (qwen_companion.install)
 --
 -- Other modules add theirs with the same prefix (`:QwenPlugin`, `:QwenSend`, ...).
+-- The Gemini CLI terminal's two commands are named after it (`:Gemini*`).
 
 local M = {}
 
@@ -51,7 +59,48 @@ function M.define()
 
   cmd('QwenRun', function(a)
     report(require('qwen_companion.terminal').run(a.fargs))
-  end, { nargs = '*', desc = 'Run Qwen Code in a :terminal split with the companion env' })
+  end, { nargs = '*', desc = 'Run Qwen Code in its terminal with the companion env (or focus it)' })
+
+  cmd('QwenToggle', function()
+    report(require('qwen_companion.terminal').toggle())
+  end, { desc = 'Show, focus or hide the Qwen Code terminal (start it when none runs)' })
+
+  cmd('GeminiRun', function(a)
+    report(require('qwen_companion.terminal').run(a.fargs, 'gemini'))
+  end, { nargs = '*', desc = 'Run Gemini CLI in its terminal with the companion env (or focus it)' })
+
+  cmd('GeminiToggle', function()
+    report(require('qwen_companion.terminal').toggle('gemini'))
+  end, { desc = 'Show, focus or hide the Gemini CLI terminal (start it when none runs)' })
+
+  cmd('QwenAdd', function(a)
+    report(require('qwen_companion.prompt').add({
+      path = a.args ~= '' and a.args or nil,
+      range = a.range,
+      line1 = a.line1,
+      line2 = a.line2,
+    }))
+  end, {
+    nargs = '?',
+    range = true,
+    complete = 'file',
+    desc = 'Add the file (or the lines of a range) to the prompt: types @path into the Qwen Code or Gemini CLI terminal used last',
+  })
+
+  cmd('QwenCloseAllDiffs', function()
+    local n, err = qc().close_all_diffs()
+    if report(n, err) then
+      vim.notify(string.format('qwen-companion: %d diff%s rejected and closed', n, n == 1 and '' or 's'))
+    end
+  end, { desc = "Reject every diff Qwen Code proposed and close their views" })
+
+  cmd('QwenLog', function(a)
+    require('qwen_companion.log').open(a.mods:find('vert') ~= nil)
+  end, { desc = 'Open the qwen-companion log file' })
+
+  cmd('QwenHealth', function()
+    report(require('qwen_companion.health_report').show())
+  end, { desc = "Show the library's health report (qwen, gemini, node, discovery files, CLIs, MCP, participant)" })
 
   cmd('QwenEnv', function(a)
     local lines, err = require('qwen_companion.terminal').env_lines(a.args ~= '' and a.args or nil)
@@ -59,7 +108,7 @@ function M.define()
       local text = table.concat(lines, '\n') .. '\n'
       vim.fn.setreg('"', text)
       pcall(vim.fn.setreg, '+', text) -- no clipboard provider: the unnamed register has it
-      vim.notify('qwen-companion: copied; run these in your shell, then qwen:\n' .. text)
+      vim.notify('qwen-companion: copied; run these in your shell, then qwen (or gemini):\n' .. text)
     end
   end, {
     nargs = '?',

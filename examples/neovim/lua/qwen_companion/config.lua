@@ -14,6 +14,17 @@ function M.defaults()
   return {
     lib = nil, -- library path (else vim.g.qwen_companion_lib, $QWEN_COMPANION_LIB, next to the plugin, 'qwen_companion')
     lock_dir = nil, -- lock file directory (default: $QWEN_HOME/ide, else ~/.qwen/ide)
+    -- The CLIs the companion serves: 'qwen' (Qwen Code), 'gemini' (Gemini
+    -- CLI) or 'both' (one server, one port, each CLI's discovery file and
+    -- terminal variables). nil: vim.g.qwen_companion_cli, else 'qwen'.
+    -- Changing it with setup() restarts a running companion.
+    cli = nil,
+    -- Gemini CLI's discovery file directory (default: <temp dir>/gemini/ide,
+    -- the temp dir as Node.js finds it: $TMPDIR, $TMP or $TEMP, else /tmp)
+    gemini_dir = nil,
+    -- The Gemini CLI terminal's command (:GeminiToggle, :GeminiRun): a string
+    -- (run by the shell) or a list (argv)
+    gemini_command = 'gemini',
     autostart = false, -- start on VimEnter
     ide_name = 'Neovim',
     ide_id = 'neovim',
@@ -40,10 +51,18 @@ function M.defaults()
     -- (nil: vim.g.qwen_companion_download_url, $QWEN_COMPANION_DOWNLOAD_URL,
     -- else the GitHub release of the plugin's git origin). https://, file:// or a folder.
     download_url = nil,
-    -- :QwenRun
+    -- Offer the editor tools (diagnostics, open a file, the open editors,
+    -- the selection) to Qwen Code on the plugin MCP server.
+    editor_tools = true,
+    -- The Qwen Code terminal (:QwenToggle, :QwenRun, :QwenAdd)
     terminal = {
       cmd = 'qwen', -- a string (run by the shell) or a list (argv)
-      split = 'botright split', -- the Ex command that opens the window
+      position = 'right', -- 'right', 'bottom' or 'float'
+      -- the split's width ('right') or height ('bottom'), or the float's
+      -- share of the editor: a fraction (0.4) or a number of cells (80);
+      -- nil: 0.4 right, 0.3 bottom, 0.8 float
+      size = nil,
+      split = nil, -- an Ex command that opens the window instead ('botright split')
       -- :QwenEnv's syntax: 'auto' (PowerShell on Windows; else fish or a
       -- POSIX shell after $SHELL), 'posix', 'fish', 'powershell' or 'cmd'
       shell = 'auto',
@@ -80,9 +99,28 @@ local function cmd_value(v)
 end
 
 -- key -> { validator, message } (`optional(kind)` expands to both), per table.
+--- The values of the `cli` option.
+M.CLIS = { 'qwen', 'gemini', 'both' }
+
+local function cli_value(v)
+  return v == nil or vim.tbl_contains(M.CLIS, v)
+end
+
+--- Checks a `cli` value (setup's, or vim.g.qwen_companion_cli): returns it,
+--- or nil and a message naming the value and the accepted ones.
+function M.check_cli(v, where)
+  if v ~= nil and cli_value(v) then
+    return v
+  end
+  return nil, string.format("%s: expected 'qwen', 'gemini' or 'both', got %s", where or 'cli', vim.inspect(v))
+end
+
 local TOP = {
   lib = { optional('string') },
   lock_dir = { optional('string') },
+  cli = { cli_value, "nil, 'qwen', 'gemini' or 'both'" },
+  gemini_dir = { optional('string') },
+  gemini_command = { cmd_value, 'nil, a non-empty string or a list of strings' },
   autostart = { optional('boolean') },
   ide_name = { optional('string') },
   ide_id = { optional('string') },
@@ -93,6 +131,7 @@ local TOP = {
   diffs = { optional('boolean') },
   plugins = { optional('table') },
   register_mcp = { optional('boolean') },
+  editor_tools = { optional('boolean') },
   download_url = { optional('string') },
   terminal = { optional('table') },
 }
@@ -106,6 +145,18 @@ local PLUGINS = {
 local TERMINAL = {
   cmd = { cmd_value, 'nil, a non-empty string or a list of strings' },
   split = { optional('string') },
+  position = {
+    function(v)
+      return v == nil or v == 'right' or v == 'bottom' or v == 'float'
+    end,
+    "nil, 'right', 'bottom' or 'float'",
+  },
+  size = {
+    function(v)
+      return v == nil or (type(v) == 'number' and v > 0)
+    end,
+    'nil, a fraction (0 < size < 1) or a number of cells',
+  },
   shell = {
     function(v)
       return v == nil or v == 'auto' or vim.tbl_contains(require('qwen_companion.platform').SHELLS, v)

@@ -3,9 +3,12 @@
 -- Reports LuaJIT and its ffi module, the library (which path, found how,
 -- its version and ABI against the plugin's), the lock directory, Qwen
 -- Code's `ide.enabled` in the user's settings.json (read like Qwen Code
--- reads it: comments allowed, trailing commas not), the plugin host and its
--- MCP registration, the running companion, and `qwen` and `node` against
--- the versions the library was tested with (qwen_companion.requirements).
+-- reads it: comments allowed, trailing commas not), Gemini CLI's in
+-- ~/.gemini/settings.json when the companion serves it (setup{ cli }), the
+-- plugin host and its MCP registration, the running companion (the CLIs it
+-- serves and their discovery files), and `qwen` and `node` against the
+-- versions the library was tested with (qwen_companion.requirements; the
+-- library's report checks `gemini` when it is served).
 
 local M = {}
 local platform = require('qwen_companion.platform')
@@ -110,6 +113,38 @@ function M.ide_enabled(path)
   return false, 'ide.enabled is not set'
 end
 
+--- The settings file Gemini CLI reads for the user:
+--- $GEMINI_CLI_HOME/.gemini/settings.json, else ~/.gemini/settings.json.
+function M.gemini_settings_path()
+  local home = os.getenv('GEMINI_CLI_HOME')
+  if not home or home == '' then
+    home = vim.fn.expand('~')
+  end
+  return platform.join(platform.join(home, '.gemini'), 'settings.json')
+end
+
+--- The `Gemini CLI settings` section: IDE mode in Gemini CLI's settings
+--- when the companion serves it (`cli`), else how to serve it.
+function M.check_gemini_settings(r, cli)
+  r.start('Gemini CLI settings')
+  if cli ~= 'gemini' and cli ~= 'both' then
+    r.info(string.format("Gemini CLI is not served (cli = '%s'): setup{ cli = 'gemini' } or 'both' serves it"
+      .. ' (Gemini CLI %s)', tostring(cli or 'qwen'), require('qwen_companion.requirements').GEMINI_CLI_TESTED))
+    return
+  end
+  local path = M.gemini_settings_path()
+  local on, why = M.ide_enabled(path)
+  if on then
+    r.ok(string.format('IDE mode is on in %s (%s)', path, why))
+  elseif on == false then
+    r.warn(string.format('Gemini CLI IDE mode is off: %s', why), {
+      'run `/ide enable` in gemini, or add "ide": {"enabled": true} to ' .. path,
+    })
+  else
+    r.error('Gemini CLI cannot read its settings: ' .. why)
+  end
+end
+
 --- The lock directory the companion writes to.
 function M.lock_dir()
   local qc = require('qwen_companion')
@@ -193,6 +228,43 @@ function M.check_programs(r, node_cmd)
   end
 end
 
+--- The `Library report` section: each check of qc_health_json (the
+--- library's own view: qwen, node, lock file, CLIs, plugin MCP server,
+--- participant) as ok / warn / error / info ("off"), detail as advice.
+function M.check_report(r, report, err)
+  r.start('Library report')
+  local why
+  if report == nil and err == nil then
+    report, err, why = require('qwen_companion.health_report').library_report()
+  end
+  if not report then
+    if why == 'missing' then
+      r.warn(tostring(err), { 'install the current library: :QwenInstall' })
+    else
+      r.error('no report: ' .. tostring(err))
+    end
+    return
+  end
+  local lib = type(report.library) == 'table' and report.library or {}
+  r.info(string.format('library %s, ABI %s, %s', tostring(lib.version), tostring(lib.abi), tostring(lib.platform)))
+  local levels = { ok = r.ok, warn = r.warn, error = r.error, off = r.info }
+  for _, c in ipairs(type(report.checks) == 'table' and report.checks or {}) do
+    local fn = levels[c.status] or r.warn
+    local detail = type(c.detail) == 'string' and c.detail ~= '' and { c.detail } or nil
+    local text = string.format('%s: %s', tostring(c.id), tostring(c.summary))
+    if c.status == 'off' then
+      text = text .. ' (off)'
+    end
+    if fn == r.info then
+      fn(text .. (detail and ('\n' .. detail[1]) or ''))
+    elseif detail then
+      fn(text, detail)
+    else -- no advice argument at all: Neovim 0.7's health#report_* refuses a nil one
+      fn(text)
+    end
+  end
+end
+
 function M.check()
   local r = reporter()
   local capi = require('qwen_companion.capi')
@@ -269,7 +341,11 @@ function M.check()
     r.error('Qwen Code cannot read its settings: ' .. why)
   end
 
+  M.check_gemini_settings(r, qc.cli())
+
   M.check_programs(r, qc.config.plugins and qc.config.plugins.node)
+
+  M.check_report(r)
 
   r.start('Companion')
   local s = qc.status()
@@ -278,6 +354,9 @@ function M.check()
     return
   end
   r.ok(string.format('running on 127.0.0.1:%d for %s, lock file %s', s.port, s.root, tostring(s.lock_file)))
+  for _, l in ipairs(require('qwen_companion.health_report').served_lines(s, '')) do
+    r.info(l)
+  end
   r.info(string.format('connected CLIs: %s', tostring(s.clients)))
   if s.last_error then
     r.warn('last error: ' .. tostring(s.last_error))

@@ -1,15 +1,17 @@
--- qwen_companion: makes Neovim a Qwen Code IDE companion through the C ABI
--- of libqwen_companion (LuaJIT FFI; no C compiler, no extra library).
+-- qwen_companion: makes Neovim an IDE companion of Qwen Code and Gemini CLI
+-- through the C ABI of libqwen_companion (LuaJIT FFI; no C compiler, no extra library).
 --
 --   require('qwen_companion').setup({ autostart = true })
---   :QwenStart / :QwenStop / :QwenStatus / :QwenRun
+--   :QwenStart / :QwenStop / :QwenStatus / :QwenRun / :GeminiRun
 --   :QwenDiffAccept / :QwenDiffReject (or :w in a proposed-diff buffer)
 --
 -- One companion serves the current working directory. Editor events feed the
 -- context (focused / opened / closed files, cursor, visual selection; only
--- buffers backed by a regular file on disk); $QWEN_CODE_IDE_SERVER_PORT and
--- $QWEN_CODE_IDE_WORKSPACE_PATH are set in Neovim's environment so
--- :terminal (and every job) inherits them. Qwen Code's openDiff opens a tab
+-- buffers backed by a regular file on disk); the terminal variables of the
+-- CLIs served (setup{ cli }: $QWEN_CODE_IDE_SERVER_PORT and
+-- $QWEN_CODE_IDE_WORKSPACE_PATH for Qwen Code, $GEMINI_CLI_IDE_SERVER_PORT,
+-- $GEMINI_CLI_IDE_WORKSPACE_PATH and $GEMINI_CLI_IDE_PID for Gemini CLI) are
+-- set in Neovim's environment so :terminal (and every job) inherits them. Qwen Code's openDiff opens a tab
 -- with the file and the proposal side by side (diff mode). Next to the
 -- companion runs the plugin host (qwen_companion.plugins) with its MCP server.
 --
@@ -20,8 +22,9 @@
 -- and no Lua function is ever registered as a C callback. Diff requests are
 -- pulled (the library's pull mode): a vim.uv poll handle watches the event fd,
 -- its callback drains qc_companion_next_event on the main loop, and requests
--- are answered with qc_companion_respond. Library log lines are not
--- delivered (that would need a callback).
+-- are answered with qc_companion_respond. Log lines the library queues as
+-- pulled `log` events, and the plugin's own messages, go to the log file
+-- (qwen_companion.log, :QwenLog).
 
 local ffi = require('ffi')
 local capi = require('qwen_companion.capi')
@@ -38,13 +41,21 @@ local plugins = require('qwen_companion.plugins')
 --- `vim.g.qwen_companion_<key>` variables are read for the keys left nil.
 M.config = config.defaults()
 
-local ENV_KEYS = { 'QWEN_CODE_IDE_SERVER_PORT', 'QWEN_CODE_IDE_WORKSPACE_PATH' }
+local ENV_KEYS = { 'QWEN_CODE_IDE_SERVER_PORT', 'QWEN_CODE_IDE_WORKSPACE_PATH', 'GEMINI_CLI_IDE_SERVER_PORT',
+  'GEMINI_CLI_IDE_WORKSPACE_PATH', 'GEMINI_CLI_IDE_PID' }
 local DIFF_SCHEME = 'qwen-diff://'
 
 local S = nil -- the running companion's state
 local group = nil
 
+local log = require('qwen_companion.log')
+local view = require('qwen_companion.diff_view')
+local diff_text, close_view, fill, orphan_message, label_view =
+  view.diff_text, view.close_view, view.fill, view.orphan_message, view.label_view
+
+-- A message for the user, also written to the log file.
 local function notify(msg, level)
+  log.write(log.vim_level(level), 'neovim', msg)
   vim.notify('qwen-companion: ' .. msg, level or vim.log.levels.INFO)
 end
 
@@ -52,6 +63,16 @@ local function setting(key)
   local v = M.config[key]
   if v == nil then
     v = vim.g['qwen_companion_' .. key]
+  end
+  return v
+end
+
+--- The CLIs to serve: setup's `cli`, else vim.g.qwen_companion_cli, else
+--- 'qwen' (checked when the companion starts).
+function M.cli()
+  local v = setting('cli')
+  if v == nil then
+    return 'qwen'
   end
   return v
 end
@@ -74,14 +95,10 @@ end
 
 --- The absolute path of a buffer backed by a regular file on disk, else nil.
 local function file_of(buf)
-  if not buf or not api.nvim_buf_is_valid(buf) or vim.bo[buf].buftype ~= '' then
+  local name = buf and require('qwen_companion.editor_tools').path_of(buf)
+  if not name then
     return nil
   end
-  local name = api.nvim_buf_get_name(buf)
-  if name == '' or name:find('^%a[%w+.-]*://') then
-    return nil
-  end
-  name = vim.fn.fnamemodify(name, ':p')
   local st = uv.fs_stat(name)
   if not st or st.type ~= 'file' then
     return nil
@@ -221,81 +238,11 @@ local function diff_of_buf(buf)
   end
 end
 
-local function diff_text(d)
-  if not (d.buf and api.nvim_buf_is_valid(d.buf)) then
-    return d.proposed
-  end
-  local lines = api.nvim_buf_get_lines(d.buf, 0, -1, false)
-  local nl = d.crlf and '\r\n' or '\n'
-  local text = table.concat(lines, nl)
-  if d.eol then
-    text = text .. nl
-  end
-  return text
-end
-
---- Closes the diff view (tab) of `d`; `d` must already be forgotten, so the
---- buffer's BufWipeout does not report it as closed by the user.
-local function close_view(d)
-  local tab = d.tab
-  if tab and api.nvim_tabpage_is_valid(tab) and #api.nvim_list_tabpages() > 1 then
-    for _, win in ipairs(api.nvim_tabpage_list_wins(tab)) do
-      if api.nvim_win_is_valid(win) then
-        pcall(api.nvim_win_close, win, true)
-      end
-    end
-  elseif tab and api.nvim_tabpage_is_valid(tab) then
-    for _, win in ipairs(api.nvim_tabpage_list_wins(tab)) do
-      if api.nvim_win_get_buf(win) ~= d.buf then
-        api.nvim_win_call(win, function()
-          vim.cmd('diffoff')
-        end)
-      end
-    end
-  end
-  for _, b in ipairs({ d.buf, d.original_scratch }) do
-    if b and api.nvim_buf_is_valid(b) then
-      pcall(api.nvim_buf_delete, b, { force = true })
-    end
-  end
-end
-
 local function forget(d)
   if S and S.diffs[d.path] == d then
     S.diffs[d.path] = nil
   end
   d.done = true
-end
-
-local function split_content(content)
-  local crlf = content:find('\r\n', 1, true) ~= nil
-  if crlf then
-    content = content:gsub('\r\n', '\n')
-  end
-  local eol = content:sub(-1) == '\n'
-  if eol then
-    content = content:sub(1, -2)
-  end
-  return vim.split(content, '\n', { plain = true }), crlf, eol
-end
-
-local function fill(d, content)
-  local lines, crlf, eol = split_content(content)
-  d.proposed, d.crlf, d.eol = content, crlf, eol
-  api.nvim_buf_set_lines(d.buf, 0, -1, false, lines)
-  vim.bo[d.buf].modified = false
-end
-
--- The library no longer knows the diff of a view (QC_NOT_FOUND): Qwen Code
--- gave up on it. Typically its closeDiff timed out while Neovim's main loop
--- was busy: a timed-out request is never handed to Neovim, so the view stays
--- until the user decides or closes it; then it is closed and nothing is sent.
-local function orphan_message(d, err)
-  return string.format(
-    'Qwen Code no longer waits for the diff of %s (e.g. its closeDiff timed out); the view is closed. (%s)',
-    vim.fn.fnamemodify(d.path, ':~:.'),
-    tostring(err)
-  )
 end
 
 -- Accepts or rejects diff `d` and closes its view. Returns true, or nil and
@@ -320,16 +267,19 @@ local function decide(d, accept)
   return nil, err
 end
 
-local function show_diff(path, content)
+local function show_diff(path, content, meta)
   local d = S.diffs[path]
+  local label = view.label(meta)
   if d and d.buf and api.nvim_buf_is_valid(d.buf) then
     fill(d, content) -- a new proposal for a diff still on screen
+    d.label = label
+    label_view(d)
     if d.tab and api.nvim_tabpage_is_valid(d.tab) then
       api.nvim_set_current_tabpage(d.tab)
     end
     return
   end
-  d = { path = path, proposed = content }
+  d = { path = path, proposed = content, label = label, cli = S.cli }
   S.diffs[path] = d
   local ok, err = pcall(function()
     vim.cmd('tabnew')
@@ -354,6 +304,7 @@ local function show_diff(path, content)
       bo.filetype = ft
     end
     vim.cmd('diffthis')
+    label_view(d)
     api.nvim_create_autocmd('BufWriteCmd', {
       group = group,
       buffer = d.buf,
@@ -394,7 +345,9 @@ local function show_diff(path, content)
   end
   notify(
     string.format(
-      'Qwen Code proposes changes to %s: :QwenDiffAccept (or :w) / :QwenDiffReject',
+      '%s%s proposes changes to %s: :QwenDiffAccept (or :w) / :QwenDiffReject',
+      view.proposer(S.cli),
+      label and (' (' .. label .. ')') or '',
       vim.fn.fnamemodify(path, ':~:.')
     )
   )
@@ -449,11 +402,11 @@ end
 -- openDiff from the CLI: schedule the diff view, then answer "shown" at once.
 -- A request the CLI already gave up on is not shown (the library forgot it:
 -- accepting it would fail).
-local function open_diff(st, id, path, content)
+local function open_diff(st, id, path, content, meta)
   local job = { cancelled = false }
   vim.schedule(function()
     if S == st and not job.cancelled then
-      show_diff(path, content)
+      show_diff(path, content, meta)
     end
   end)
   if not respond(st, 'openDiff of ' .. path, id, 1, nil) then
@@ -467,12 +420,18 @@ local function handle_event(st, ev)
   if type(ev) ~= 'table' then
     return
   end
+  if ev.type == 'log' then
+    vim.schedule(function()
+      log.event('companion', ev)
+    end)
+    return
+  end
   local id, path = ev.id, ev.filePath
   if type(id) ~= 'number' then
     return -- not a request: nothing to answer
   end
   if ev.type == 'openDiff' and type(path) == 'string' and type(ev.newContent) == 'string' then
-    open_diff(st, id, path, ev.newContent)
+    open_diff(st, id, path, ev.newContent, { session = ev.session, clients = ev.clients })
   elseif ev.type == 'closeDiff' and type(path) == 'string' then
     vim.schedule(function()
       close_diff(st, id, path)
@@ -511,7 +470,11 @@ local function drain(st)
     end
     local ok, ev = pcall(vim.json.decode, json)
     if ok then
-      st.events = st.events + 1
+      if type(ev) == 'table' and ev.type == 'log' then
+        st.logs = (st.logs or 0) + 1 -- log lines are not counted as events
+      else
+        st.events = st.events + 1
+      end
       handle_event(st, ev)
     else
       st.last_error = 'bad event: ' .. tostring(ev)
@@ -526,6 +489,11 @@ local function watch_events(st)
   local ok, err = capi.call(st.lib, 'qc_companion_enable_events', st.c, fd)
   if not ok then
     return nil, err
+  end
+  -- The library's log lines arrive as `log` events (written to the log file).
+  local lok, lerr = capi.optional_call(st.lib, 'qc_companion_enable_log_events', st.c, capi.log.INFO)
+  if not lok then
+    st.last_error = lerr
   end
   st.event_fd = tonumber(fd[0])
   local watch, werr = require('qwen_companion.platform').watch_events(st.event_fd, function(e)
@@ -651,13 +619,15 @@ function M.plugin_host()
 end
 
 --- Registers `fn()` returning a table of variables for the terminals the
---- plugin starts (:QwenRun); called each time. Returns a remover.
+--- plugin starts (:QwenRun, :GeminiRun); called each time. Returns a remover.
 function M.add_terminal_env(fn)
   return hooks.add('env', fn, 'add_terminal_env')
 end
 
---- The variables a terminal started now needs: the companion's
---- (QWEN_CODE_IDE_SERVER_PORT, QWEN_CODE_IDE_WORKSPACE_PATH), the plugin MCP
+--- The variables a terminal started now needs: the companion's, for every
+--- CLI it serves (QWEN_CODE_IDE_SERVER_PORT, QWEN_CODE_IDE_WORKSPACE_PATH;
+--- GEMINI_CLI_IDE_SERVER_PORT, GEMINI_CLI_IDE_WORKSPACE_PATH,
+--- GEMINI_CLI_IDE_PID), the plugin MCP
 --- server's `env` (empty with the library's bridge), then those of
 --- add_terminal_env providers. Empty when stopped.
 function M.terminal_env()
@@ -700,6 +670,7 @@ local function start_plugin_host(st, libpath)
     node = p.node,
     root = st.root,
     mcp = p.mcp ~= false,
+    editor_tools = setting('editor_tools') ~= false,
     register = reg ~= false and p.mcp ~= false and not st.registration,
     always_load_tools = p.always_load_tools,
   })
@@ -733,8 +704,16 @@ function M.start()
   if not lib then
     return nil, err
   end
+  local cli, cli_err = config.check_cli(M.cli(), M.config.cli == nil and 'vim.g.qwen_companion_cli' or 'cli')
+  if not cli then
+    return nil, cli_err
+  end
   local root = workspace_root()
   local cfg = {
+    -- 'qwen' is the library's default: left out (with geminiDir, unused
+    -- then), a library older than the `cli` key still starts
+    cli = cli ~= 'qwen' and cli or nil,
+    geminiDir = cli ~= 'qwen' and setting('gemini_dir') and vim.fn.expand(setting('gemini_dir')) or nil,
     workspaceRoots = { root },
     ideName = setting('ide_name'),
     ideId = setting('ide_id'),
@@ -751,7 +730,7 @@ function M.start()
   end
   local c = out[0]
   S = { lib = lib, libpath = libpath, c = c, root = root, tracked = {}, diffs = {}, env = {}, events = 0, late = 0,
-    registration = registration }
+    registration = registration, cli = cli }
 
   if M.config.diffs then
     -- Before start: no request can reach the library before it queues them.
@@ -773,6 +752,8 @@ function M.start()
   capi.call(lib, 'qc_companion_port', c, port)
   S.port = tonumber(port[0])
   S.lock_file = capi.get_string(lib, 'qc_companion_lock_file_path', c)
+  -- an older library: only Qwen Code's lock file
+  S.discovery_files = capi.discovery_files(lib, c) or { qwen = S.lock_file }
   refresh_env()
   autocmds()
   -- What is already open.
@@ -823,12 +804,14 @@ end
 function M.status_of(st)
   local diffs = {}
   for path, d in pairs(st.diffs) do
-    diffs[#diffs + 1] = { path = path, buf = d.buf }
+    diffs[#diffs + 1] = { path = path, buf = d.buf, label = d.label }
   end
   local host = st.host
   return {
     port = st.port,
+    cli = st.cli, -- the CLIs served: 'qwen', 'gemini' or 'both'
     lock_file = st.lock_file,
+    discovery_files = vim.deepcopy(st.discovery_files), -- { qwen = path, gemini = path } of the CLIs served
     lib = st.libpath,
     root = st.root,
     env = vim.deepcopy(st.env),
@@ -839,7 +822,7 @@ function M.status_of(st)
     events = st.events, -- events pulled so far
     late = st.late, -- answers that came after the CLI stopped waiting
     last_error = st.last_error,
-    clients = clients_of(st), -- connected Qwen Code CLIs
+    clients = clients_of(st), -- connected CLIs (Qwen Code, Gemini CLI)
     plugins = {
       running = host ~= nil,
       error = st.plugin_error or (host and host.last_error) or nil,
@@ -849,6 +832,8 @@ function M.status_of(st)
       mcp_error = host and host.mcp_error or nil,
       registration = host and vim.deepcopy(host.registration or st.registration) or nil,
       register_error = host and host.register_error or nil,
+      editor_tools = host and host.editor_tools or false,
+      editor_tools_error = host and host.editor_tools_error or nil,
     },
   }
 end
@@ -914,6 +899,44 @@ function M.accept(path)
   return decide(d, true)
 end
 
+--- Rejects every open diff (the CLIs get ide/diffRejected; nothing is
+--- written) and closes their views. Returns the number rejected, or nil
+--- and a message (not running; the first failure, after trying all).
+function M.close_all_diffs()
+  if not S then
+    return nil, 'not running'
+  end
+  local list = {}
+  for _, d in pairs(S.diffs) do
+    list[#list + 1] = d
+  end
+  table.sort(list, function(a, b)
+    return a.path < b.path
+  end)
+  local n, first_err = 0, nil
+  for _, d in ipairs(list) do
+    local ok, err = decide(d, false)
+    if ok then
+      n = n + 1
+    else
+      first_err = first_err or err
+    end
+  end
+  if first_err then
+    return nil, first_err
+  end
+  return n
+end
+
+--- The handles `health_json` reports on: the companion, the plugin host,
+--- the participant (each nil when not running).
+function M.handles()
+  if not S then
+    return {}
+  end
+  return { lib = S.lib, c = S.c, h = S.host and S.host.h or nil }
+end
+
 --- Rejects a diff (the current buffer's, or `path`'s).
 function M.reject(path)
   local d, err = find_diff(path)
@@ -923,14 +946,28 @@ function M.reject(path)
   return decide(d, false)
 end
 
+--- The proposing CLI's label for a diff (see qwen_companion.diff_view.label).
+M.diff_label = view.label
+--- The status line of a proposal window (qwen_companion.diff_view.statusline).
+M.diff_statusline = view.statusline
+
 --- Sets options (see qwen_companion.config and :help qwen_companion-setup).
 --- A wrong type or an unknown key raises an error naming it, and changes
 --- nothing. Also does what plugin/qwen_companion.lua does (every :Qwen*
 --- command, autostart: on VimEnter, or now when Neovim has entered
---- already), for managers that do not source plugin/ (lazy.nvim).
+--- already), for managers that do not source plugin/ (lazy.nvim). A
+--- running companion is restarted when `cli` changes (its port changes:
+--- the CLIs already running reconnect only when restarted).
 function M.setup(opts)
   config.validate(opts)
   M.config = config.merge(M.config, opts)
+  if S and M.cli() ~= S.cli then
+    M.stop({ silent = true })
+    local ok, err = M.start()
+    notify(ok and string.format("restarted to serve cli = '%s' (restart the CLIs already running)", S.cli)
+      or ('restart for cli = ' .. tostring(M.cli()) .. ' failed: ' .. tostring(err)),
+      ok and vim.log.levels.INFO or vim.log.levels.ERROR)
+  end
   require('qwen_companion.boot').load()
 end
 

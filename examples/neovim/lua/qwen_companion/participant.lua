@@ -166,6 +166,8 @@ local function handle(st, ev)
     on_receipt(st, ev)
   elseif ev.type == 'held' then
     on_held(st, ev.held or {})
+  elseif ev.type == 'log' then
+    require('qwen_companion.log').event('participant', ev)
   end
   for _, fn in ipairs(M._listeners) do
     pcall(fn, ev)
@@ -200,7 +202,10 @@ local function drain(st)
   if #got > 0 then
     vim.schedule(function()
       for _, ev in ipairs(got) do
-        local ok, err = pcall(handle, st, ev)
+        local ok, err = true, nil
+        if not require('qwen_companion.log').event('participant', ev) then
+          ok, err = pcall(handle, st, ev)
+        end
         if not ok then
           st.last_error = err
         end
@@ -242,6 +247,11 @@ function M.start()
   local fd = ffi.new('int32_t[1]')
   ok, err = capi.call(lib, 'qc_participant_enable_events', st.p, fd)
   if ok then
+    -- The library's log lines arrive as `log` events (written to the log file).
+    local lok, lerr = capi.optional_call(lib, 'qc_participant_enable_log_events', st.p, capi.log.INFO)
+    if not lok then
+      st.last_error = lerr
+    end
     -- a poll on the descriptor, or a timer on Windows (platform.watch_events)
     st.poll, err = require('qwen_companion.platform').watch_events(tonumber(fd[0]), function()
       local dok, derr = pcall(drain, st)

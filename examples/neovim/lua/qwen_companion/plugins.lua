@@ -3,7 +3,8 @@
 -- and the `mcpServers` entry of Qwen Code's user settings.
 --
 -- Pull mode, like the companion: the host's events and capability requests
--- (`host_request`, e.g. show_notification) are queued by the library, a
+-- (`host_request`: show_notification, the editor tools of
+-- qwen_companion.editor_tools) are queued by the library, a
 -- vim.uv poll handle watches the host's event fd on the main loop, and every
 -- request is answered with qc_plugin_host_respond. No Lua function is ever
 -- a C callback.
@@ -13,6 +14,7 @@
 --   host.dir                        the plugins directory in use
 --   host.mcp                        qc_plugin_host_mcp_info (decoded) or nil; host.mcp_error
 --   host.registration               qc_mcp_register's answer (decoded) or nil; host.register_error
+--   host.editor_tools               true when the editor tools are offered; host.editor_tools_error
 --   host:call(fn_name, ...)         capi.call(lib, fn_name, h, ...)
 --   host:list()                     the installed plugins (decoded), or nil, message, status, error_json
 --   host:on_event(fn)               fn(event) on the main loop for every event
@@ -120,6 +122,10 @@ local function answer(host, ev)
     return
   end
   local ok, result, msg = pcall(fn, ev)
+  if not ok or result == nil then
+    require('qwen_companion.log').write('WARN', 'plugins', string.format('%s request %s failed: %s',
+      tostring(ev.capability), tostring(ev.id), tostring(ok and msg or result)))
+  end
   if not ok then
     host:respond(ev.id, nil, 'Neovim failed to handle ' .. tostring(ev.capability) .. ': ' .. tostring(result))
   elseif result == Host.LATER then
@@ -131,9 +137,34 @@ local function answer(host, ev)
   end
 end
 
+-- What the log file gets for a plugin host event (nil: nothing).
+local function log_event(ev)
+  local log = require('qwen_companion.log')
+  if log.event('plugins', ev) then
+    return true
+  end
+  if ev.type == 'plugin_started' then
+    log.write('INFO', 'plugins', 'plugin ' .. tostring(ev.plugin) .. ' started')
+  elseif ev.type == 'plugin_exit' then
+    local how = type(ev.signal) == 'string' and ('signal ' .. ev.signal) or ('code ' .. tostring(ev.code))
+    local tail = type(ev.stderrTail) == 'string' and ev.stderrTail ~= '' and (': ' .. ev.stderrTail) or ''
+    log.write(ev.expected == true and 'INFO' or 'WARN', 'plugins',
+      string.format('plugin %s exited (%s)%s', tostring(ev.plugin), how, tail))
+  elseif ev.type == 'plugin_disabled' then
+    log.write('ERROR', 'plugins', string.format('plugin %s disabled: %s', tostring(ev.plugin), tostring(ev.reason)))
+  elseif ev.type == 'host_request' then
+    log.write('DEBUG', 'plugins', string.format('%s request %s from %s', tostring(ev.capability), tostring(ev.id),
+      ev.plugin ~= nil and ev.plugin ~= vim.NIL and tostring(ev.plugin) or tostring(ev.from or 'mcp')))
+  end
+  return false
+end
+
 local function dispatch(host, ev)
   if host.freed then
     return
+  end
+  if log_event(ev) then
+    return -- a library log line: nothing else to do
   end
   host.events = host.events + 1
   if ev.type == 'plugin_disabled' then
@@ -269,9 +300,10 @@ function M.bridge_next_to(libpath, os_name)
   return platform.join(platform.dirname(libpath, os_name), platform.bridge_file_name(os_name), os_name)
 end
 
---- Starts a plugin host (pull mode, show_notification answered, MCP server
---- started, entry registered). `opts`: lib, libpath, dir, node, root,
---- mcp (bool), register (bool), always_load_tools, mcp_config (table).
+--- Starts a plugin host (pull mode, show_notification and the editor tools
+--- answered, MCP server started, entry registered). `opts`: lib, libpath,
+--- dir, node, root, mcp (bool), register (bool), always_load_tools,
+--- mcp_config (table), editor_tools (bool, default true).
 --- Returns the host, or nil and a message. MCP and registration failures do
 --- not fail the host: they are kept in host.mcp_error / host.register_error.
 function M.start(opts)
@@ -300,6 +332,11 @@ function M.start(opts)
   local fd = ffi.new('int32_t[1]')
   ok, err = host:call('qc_plugin_host_enable_events', fd)
   if ok then
+    -- The library's log lines arrive as `log` events (written to the log file).
+    local lok, lerr = capi.optional_call(lib, 'qc_plugin_host_enable_log_events', host.h, capi.log.INFO)
+    if not lok then
+      host.last_error = lerr
+    end
     host.event_fd = tonumber(fd[0])
     -- a poll on the descriptor, or a timer on Windows (platform.watch_events)
     local watch, werr = platform.watch_events(host.event_fd, function(e)
@@ -323,6 +360,12 @@ function M.start(opts)
   if not ok then
     M.stop(host)
     return nil, err
+  end
+  if opts.editor_tools ~= false then
+    -- Before the MCP server starts: Qwen Code reads its tool list once.
+    local tok, terr = require('qwen_companion.editor_tools').offer(host)
+    host.editor_tools = tok and true or false
+    host.editor_tools_error = terr
   end
 
   if opts.mcp ~= false then

@@ -13,6 +13,10 @@ M.QWEN_CODE_PACKAGE = '@qwen-code/qwen-code'
 --- `engines`; Node 20 cannot run qwen 0.24.4).
 M.NODE_MIN_MAJOR = 22
 
+--- The Gemini CLI (`gemini --version`) the library was tested with (npm
+--- package @google/gemini-cli; the library's health report checks it).
+M.GEMINI_CLI_TESTED = '0.61.0'
+
 --- The command that installs the tested Qwen Code.
 function M.qwen_install_command()
   return string.format('npm install -g %s@%s', M.QWEN_CODE_PACKAGE, M.QWEN_CODE_TESTED)

@@ -85,7 +85,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 /// Longest plugin id (it becomes a directory name).
 pub const MAX_ID_LEN: usize = 128;
 /// Permissions the host knows; others are kept and give a warning.
-pub const KNOWN_PERMISSIONS: &[&str] = &["filesystem", "network", "notifications"];
+pub const KNOWN_PERMISSIONS: &[&str] = &["editor", "filesystem", "network", "notifications"];
 /// Activation events the host knows; others are kept and give a warning.
 pub const KNOWN_ACTIVATION_EVENTS: &[&str] = &["onStartupFinished"];
 /// `renderAs` values the host knows; others give a warning (rendered as text).

@@ -80,6 +80,7 @@ interface QcNative : Library {
     fun qc_companion_port(c: Pointer?, out: ShortByReference, error: PointerByReference?): Int
     fun qc_companion_lock_file_path(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
     fun qc_companion_terminal_env_json(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_discovery_files_json(c: Pointer?, out: PointerByReference, error: PointerByReference?): Int
     fun qc_companion_set_workspace_roots_json(c: Pointer?, rootsJson: ByteArray?, error: PointerByReference?): Int
 
     fun qc_companion_file_opened(c: Pointer?, path: ByteArray?, error: PointerByReference?): Int
@@ -174,6 +175,10 @@ interface QcNative : Library {
     fun qc_plugin_host_enable_events(h: Pointer?, outFd: IntByReference, error: PointerByReference?): Int
     fun qc_plugin_host_next_event(h: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
     fun qc_plugin_host_stats(h: Pointer?, pluginId: ByteArray?, outJson: PointerByReference, error: PointerByReference?): Int
+
+    // Health report and the open diffs with their proposing session (see QwenHealth, QwenCompanion.openDiffs).
+    fun qc_health_json(optionsJson: ByteArray?, c: Pointer?, h: Pointer?, p: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
+    fun qc_companion_open_diffs_json(c: Pointer?, outJson: PointerByReference, error: PointerByReference?): Int
 }
 
 /**

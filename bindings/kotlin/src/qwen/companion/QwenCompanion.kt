@@ -41,6 +41,70 @@ sealed class OpenDiffResult {
 }
 
 /**
+ * The CLIs one companion serves (the config's `cli`): each served CLI gets
+ * its own discovery file and terminal variables; all share the one MCP
+ * server (port and token).
+ */
+enum class CompanionCli(
+    /** The config value (`"qwen"`, `"gemini"`, `"both"`). */
+    val id: String,
+    /** Serves Qwen Code (lock file `~/.qwen/ide/<port>.lock`). */
+    val servesQwen: Boolean,
+    /** Serves Gemini CLI (discovery file `<tmpdir>/gemini/ide/gemini-ide-server-<pid>-<port>.json`). */
+    val servesGemini: Boolean
+) {
+    QWEN("qwen", true, false),
+    GEMINI("gemini", false, true),
+    BOTH("both", true, true);
+
+    companion object {
+        /** The value for [id] (`qwen`, `gemini`, `both`, any case); null for anything else. */
+        @JvmStatic
+        fun fromId(id: String?): CompanionCli? {
+            val t = id?.trim() ?: return null
+            for (c in values()) if (c.id.equals(t, ignoreCase = true)) return c
+            return null
+        }
+    }
+}
+
+/**
+ * The discovery files of a running companion (`qc_companion_discovery_files_json`):
+ * the path of each served CLI's file, null for a CLI not served.
+ */
+data class DiscoveryFiles(
+    /** Qwen Code's lock file, e.g. `~/.qwen/ide/41234.lock`. */
+    val qwen: String?,
+    /** Gemini CLI's discovery file, e.g. `/tmp/gemini/ide/gemini-ide-server-123-41234.json`. */
+    val gemini: String?
+) {
+    /** The files that exist for this companion, keyed `qwen` / `gemini` (served CLIs only, in that order). */
+    fun toMap(): Map<String, String> {
+        val m = LinkedHashMap<String, String>()
+        if (qwen != null) m["qwen"] = qwen
+        if (gemini != null) m["gemini"] = gemini
+        return m
+    }
+
+    companion object {
+        /**
+         * Parses the library's JSON (`{"qwen": path|null, "gemini": path|null}`);
+         * throws [IllegalArgumentException] for anything else.
+         */
+        @JvmStatic
+        fun parse(json: String): DiscoveryFiles {
+            val m = Json.parseObject(json)
+            fun field(name: String): String? {
+                val v = m[name]
+                if (v != null && v !is String) throw IllegalArgumentException("discovery files: \"$name\" is not a string or null: $json")
+                return v as String?
+            }
+            return DiscoveryFiles(field("qwen"), field("gemini"))
+        }
+    }
+}
+
+/**
  * Configuration of a companion (the `config_json` of `qc_companion_new`).
  * `null` leaves a field at the library's default.
  */
@@ -72,7 +136,14 @@ data class QwenCompanionConfig @JvmOverloads constructor(
      * pull-mode answer) before the CLI gets an error (library default 30000;
      * 100..600000). A handler that waits for the UI should give up a little earlier.
      */
-    val requestTimeoutMs: Long? = null
+    val requestTimeoutMs: Long? = null,
+    /** Which CLIs to serve (library default [CompanionCli.QWEN]). */
+    val cli: CompanionCli? = null,
+    /**
+     * Folder of Gemini CLI's discovery file (default `<os.tmpdir()>/gemini/ide`,
+     * where Gemini CLI looks; set it only for tests, together with the CLI's `TMPDIR`).
+     */
+    val geminiDir: String? = null
 ) {
     /** The JSON object given to `qc_companion_new`. */
     fun toJson(): String {
@@ -89,6 +160,8 @@ data class QwenCompanionConfig @JvmOverloads constructor(
         if (maxBodyBytes != null) m["maxBodyBytes"] = maxBodyBytes
         if (keepAliveMs != null) m["keepAliveMs"] = keepAliveMs
         if (requestTimeoutMs != null) m["requestTimeoutMs"] = requestTimeoutMs
+        if (cli != null) m["cli"] = cli.id
+        if (geminiDir != null) m["geminiDir"] = geminiDir
         return Json.write(m)
     }
 }
@@ -170,18 +243,47 @@ class QwenCompanion private constructor(
     /** True while serving. */
     val isRunning: Boolean get() = !isClosed && portOrNull() != null
 
-    /** Path of the lock file `<lockDir>/<port>.lock` (`NOT_RUNNING` when stopped). */
+    /**
+     * Path of the lock file `<lockDir>/<port>.lock`; when only Gemini CLI is
+     * served, its discovery file (`NOT_RUNNING` when stopped).
+     */
     fun lockFilePath(): String =
         handle.outString("qc_companion_lock_file_path") { h, out, err -> n.qc_companion_lock_file_path(h, out, err) }
+
+    /** The discovery files as the library's JSON object text (`{"qwen": path|null, "gemini": path|null}`). */
+    fun discoveryFilesJson(): String =
+        handle.outString("qc_companion_discovery_files_json") { h, out, err -> n.qc_companion_discovery_files_json(h, out, err) }
+
+    /**
+     * The discovery file of each CLI served (null for a CLI not served):
+     * Qwen Code's lock file and Gemini CLI's
+     * `gemini-ide-server-<pid>-<port>.json`; `NOT_RUNNING` when stopped.
+     */
+    fun discoveryFiles(): DiscoveryFiles = DiscoveryFiles.parse(discoveryFilesJson())
+
+    /**
+     * The diffs waiting for a decision and which CLI proposed each:
+     * `{"clients": N, "diffs": [{"filePath", "session": {"id", "label"}}]}`
+     * (`label` is `CLI #1`, `CLI #2`, … in connection order; Qwen Code sends
+     * no name of its own). Allowed inside the open-diff handler (the diff is
+     * recorded by then).
+     */
+    fun openDiffs(): Map<String, Any?> =
+        Json.parseObject(handle.outString("qc_companion_open_diffs_json") { h, out, err -> n.qc_companion_open_diffs_json(h, out, err) })
+
+    /** Runs [block] with the native handle borrowed (for [QwenHealth]). */
+    internal fun <T> borrowRaw(block: (Pointer) -> T): T = handle.borrow(block)
 
     /** The terminal environment as the library's JSON object text. */
     fun terminalEnvJson(): String =
         handle.outString("qc_companion_terminal_env_json") { h, out, err -> n.qc_companion_terminal_env_json(h, out, err) }
 
     /**
-     * Variables to set in the IDE's integrated terminals
-     * (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`);
-     * `NOT_RUNNING` when stopped.
+     * Variables to set in the IDE's integrated terminals, those of every CLI
+     * served (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`;
+     * `GEMINI_CLI_IDE_SERVER_PORT`, `GEMINI_CLI_IDE_WORKSPACE_PATH`,
+     * `GEMINI_CLI_IDE_PID`); `NOT_RUNNING` when stopped. Put all of them into
+     * every terminal, whichever CLI it runs.
      */
     fun terminalEnv(): Map<String, String> {
         val m = LinkedHashMap<String, String>()
@@ -189,7 +291,7 @@ class QwenCompanion private constructor(
         return m
     }
 
-    /** Replaces the workspace roots (absolute paths); rewrites the lock file when running. */
+    /** Replaces the workspace roots (absolute paths); rewrites the discovery files when running. */
     fun setWorkspaceRoots(roots: List<String>) {
         val json = CStrings.terminated(Json.write(roots))
         handle.call("qc_companion_set_workspace_roots_json") { h, err -> n.qc_companion_set_workspace_roots_json(h, json, err) }

@@ -491,6 +491,9 @@ class QwenParticipant private constructor(
      */
     override fun close() = handle.close { h -> n.qc_participant_close(h, null) }
 
+    /** Runs [block] with the native handle borrowed (for [QwenHealth]). */
+    internal fun <T> borrowRaw(block: (Pointer) -> T): T = handle.borrow(block)
+
     override fun toString(): String = handle.describeAs { "sessions=${sessions().map { it["name"] }}" }
 
     companion object {

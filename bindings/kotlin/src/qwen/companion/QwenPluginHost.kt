@@ -590,6 +590,9 @@ class QwenPluginHost private constructor(
     /** Frees the host (see the class docs); idempotent, allowed inside a handler. */
     override fun close() = handle.close()
 
+    /** Runs [block] with the native handle borrowed (for [QwenHealth]). */
+    internal fun <T> borrowRaw(block: (Pointer) -> T): T = handle.borrow(block)
+
     override fun toString(): String = handle.describeAs { "pluginsDir=$pluginsDir" }
 
     companion object {

@@ -9,13 +9,14 @@ import com.intellij.openapi.components.service
 import com.intellij.openapi.ide.CopyPasteManager
 import com.intellij.openapi.project.DumbAwareAction
 import org.jetbrains.plugins.terminal.TerminalProjectOptionsProvider
+import qwen.companion.intellij.core.Served
 import qwen.companion.intellij.core.TerminalEnv
 import java.awt.datatransfer.StringSelection
 
 /**
  * Tools | Copy Terminal Environment for Qwen Code (Qwen.CopyTerminalEnv):
- * copies the lines that point a `qwen` started in a terminal outside the IDE
- * at this project's companion, in the syntax of the shell configured for the
+ * copies the lines that point a `qwen` or `gemini` (the CLIs the companion
+ * serves) started in a terminal outside the IDE at this project's companion, in the syntax of the shell configured for the
  * IDE's terminal (Settings | Tools | Terminal | Shell path: PowerShell,
  * cmd, fish, or a POSIX shell), else PowerShell on Windows and `$SHELL`
  * elsewhere ([TerminalEnv.shellLines]). The IDE's own terminals need none of
@@ -32,7 +33,7 @@ class CopyTerminalEnvAction : DumbAwareAction() {
             val (text, type) = try {
                 val lines = TerminalEnv.shellLines(service.terminalEnv(), "auto", shellPath)
                 CopyPasteManager.getInstance().setContents(StringSelection(lines))
-                Pair("Copied; run these in your shell, then qwen:\n$lines", NotificationType.INFORMATION)
+                Pair("Copied; run these in your shell, then ${Served.names(service.servedCli).replace(" and ", " or ")}:\n$lines", NotificationType.INFORMATION)
             } catch (ex: IllegalArgumentException) {
                 Pair("Cannot write the terminal environment for $shellPath: ${ex.message}", NotificationType.ERROR)
             }

@@ -98,7 +98,7 @@ class IntellijDiffPresenter(
         val left = factory.create(project, session.originalText ?: "", fileType)
         val right = factory.createEditable(project, session.proposedText, fileType)
         val request = SimpleDiffRequest(
-            "Qwen Code: $name",
+            session.title,
             left,
             right,
             if (session.originalText == null) "New file" else "Current",
@@ -113,7 +113,7 @@ class IntellijDiffPresenter(
         )
         // An editor tab (not a frame); the built-in viewer even when the user
         // configured an external diff tool: only it has the editable side and our actions.
-        val file = ChainDiffVirtualFile(SimpleDiffRequestChain(request), "Qwen Code: $name")
+        val file = ChainDiffVirtualFile(SimpleDiffRequestChain(request), session.title)
         tabs[session.id] = file
         views[file] = view
         DiffEditorTabFilesManager.getInstance(project).showDiffFile(file, true)

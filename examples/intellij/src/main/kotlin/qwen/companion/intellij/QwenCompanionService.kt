@@ -18,13 +18,17 @@ import com.intellij.openapi.roots.ModuleRootListener
 import com.intellij.openapi.roots.ProjectRootManager
 import com.intellij.openapi.util.Disposer
 import com.intellij.openapi.vfs.LocalFileSystem
+import qwen.companion.CompanionCli
+import qwen.companion.DiscoveryFiles
 import qwen.companion.QwenCompanionLibrary
 import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.CompanionHost
 import qwen.companion.intellij.core.CompanionOptions
 import qwen.companion.intellij.core.CompanionStatus
+import qwen.companion.intellij.core.HealthReport
 import qwen.companion.intellij.core.HostSettings
 import qwen.companion.intellij.core.ParticipantNames
+import qwen.companion.intellij.core.Served
 import qwen.companion.intellij.core.WorkspaceRoots
 import java.io.File
 import java.util.concurrent.atomic.AtomicBoolean
@@ -102,6 +106,19 @@ class QwenCompanionService(private val project: Project) : Disposable {
         h?.close()
     }
 
+    /**
+     * Replaces a running companion with one made from the current settings
+     * (the CLIs to serve or a timing option changed): it gets a new port, so
+     * CLIs already running lose the IDE; terminals opened afterwards get the
+     * new variables. Nothing happens when no companion runs. UI thread or any.
+     */
+    fun restart() {
+        if (host == null) return
+        stop()
+        failureShown.set(false)
+        startInBackground()
+    }
+
     private fun newHost(parent: Disposable, roots: List<String>, trusted: Boolean, options: CompanionOptions): CompanionHost =
         CompanionHost(
                 HostSettings(
@@ -111,7 +128,8 @@ class QwenCompanionService(private val project: Project) : Disposable {
                     trusted = trusted,
                     debounceMs = options.debounceMs,
                     maxWaitMs = options.maxWaitMs,
-                    requestTimeoutMs = options.requestTimeoutMs
+                    requestTimeoutMs = options.requestTimeoutMs,
+                    cli = options.cli
                 ),
                 IntellijDiffPresenter(project, options.showTimeoutMs, parent),
                 this::readOriginal,
@@ -143,9 +161,11 @@ class QwenCompanionService(private val project: Project) : Disposable {
     }
 
     /**
-     * Variables for the IDE's terminals: the companion's
-     * (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`; empty when
-     * it is not running) merged with the plugin MCP server's.
+     * Variables for the IDE's terminals: the companion's, those of every CLI
+     * it serves (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`;
+     * `GEMINI_CLI_IDE_SERVER_PORT`, `GEMINI_CLI_IDE_WORKSPACE_PATH`,
+     * `GEMINI_CLI_IDE_PID`; none when it is not running) merged with the
+     * plugin MCP server's.
      */
     fun terminalEnv(): Map<String, String> {
         val env = LinkedHashMap<String, String>()
@@ -161,6 +181,12 @@ class QwenCompanionService(private val project: Project) : Disposable {
      */
     fun pluginHost(): QwenPluginHost? = QwenPluginHostService.getInstance().host()
 
+    /** The CLIs the running companion serves, else those of the settings. */
+    val servedCli: CompanionCli get() = host?.served ?: QwenSettings.getInstance().options.cli
+
+    /** The discovery file of each CLI served; null when the companion is not running. */
+    fun discoveryFiles(): DiscoveryFiles? = host?.discoveryFiles()
+
     /** The project this companion serves. */
     val projectName: String get() = project.name
 
@@ -174,9 +200,36 @@ class QwenCompanionService(private val project: Project) : Disposable {
     val participantName: String
         get() = QwenSettings.getInstance().options.participantName ?: ParticipantNames.derive("intellij", project.name)
 
+    /**
+     * The library's health report with this project's companion (when it
+     * runs), the IDE's plugin host and [participant]; `qwen` and `gemini` are
+     * the first words of the run commands of the settings (the check of a CLI
+     * not served is `off`). Blocks for up to about 10 s
+     * (it runs `qwen --version`, `gemini --version` and `node --version`):
+     * never on the UI thread.
+     */
+    fun health(participant: qwen.companion.QwenParticipant?): Map<String, Any?> {
+        val options = QwenSettings.getInstance().options
+        val qwen = firstWord(options.runCommand)
+        val gemini = firstWord(options.geminiCommand)
+        val plugins = QwenPluginHostService.getInstance().host()
+        return host?.health(plugins, participant, qwen, gemini)
+            ?: HealthReport.of(null, plugins, participant, libraryPath(), qwen, gemini, options.cli)
+    }
+
+    /** The lines above the health report: the CLIs served and their discovery files. */
+    fun servedText(): String = Served.lines(servedCli, discoveryFiles()).joinToString("") { it + "\n" }
+
+    private fun firstWord(command: String): String? =
+        command.trim().split(Regex("\\s+")).firstOrNull()?.takeIf { it.isNotEmpty() }
+
+    /** "Close All Qwen Diffs": rejects every open diff of the project; how many. Any thread. */
+    fun rejectAllDiffs(): Int = host?.diffs?.rejectAll() ?: 0
+
     /** What the status bar widget shows; null when the companion is off in the settings. */
     fun status(): CompanionStatus? {
-        val h = host ?: return if (QwenSettings.getInstance().options.enabled) CompanionStatus(false, null, 0, 0, null) else null
+        val options = QwenSettings.getInstance().options
+        val h = host ?: return if (options.enabled) CompanionStatus(false, null, 0, 0, null, options.cli) else null
         return h.status(QwenPluginHostService.getInstance().lastError)
     }
 

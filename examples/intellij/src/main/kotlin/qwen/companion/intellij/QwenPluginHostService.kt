@@ -13,6 +13,7 @@ import com.intellij.openapi.diagnostic.logger
 import com.intellij.openapi.project.ProjectManager
 import qwen.companion.QwenPluginHost
 import qwen.companion.intellij.core.BridgeInstaller
+import qwen.companion.intellij.core.EditorTools
 import qwen.companion.intellij.core.HostLog
 import qwen.companion.intellij.core.PluginHostManager
 import qwen.companion.intellij.core.PluginHostSettings
@@ -62,7 +63,11 @@ class QwenPluginHostService : Disposable {
                 ),
                 Notifier(),
                 IdeaHostLog(log)
-            ).also { manager = it }
+            ).also {
+                // The editor tools, offered before the host's MCP server starts (Qwen Code lists tools once).
+                EditorTools(IdeEditorModel(), IdeaHostLog(log)).install(it)
+                manager = it
+            }
         }
         val h = m.host()
         val error = m.lastError
@@ -145,10 +150,24 @@ class QwenPluginHostService : Disposable {
     }
 }
 
-/** IntelliJ's Logger as the core's [HostLog]. */
+/**
+ * IntelliJ's Logger (idea.log) as the core's [HostLog]; every line also goes
+ * to [QwenCompanionLog] for "Show Qwen Companion Log".
+ */
 internal class IdeaHostLog(private val log: Logger) : HostLog {
-    override fun info(message: String) = log.info(message)
-    override fun warn(message: String, error: Throwable?) = log.warn(message, error)
+    override fun info(message: String) {
+        QwenCompanionLog.ring.add("INFO", message)
+        log.info(message)
+    }
+
+    override fun warn(message: String, error: Throwable?) {
+        QwenCompanionLog.ring.add("WARN", if (error == null) message else "$message: $error")
+        log.warn(message, error)
+    }
+
     // Logger.error would pop the IDE's "internal error" balloon; the core's errors are ours, not the IDE's.
-    override fun error(message: String, error: Throwable?) = log.warn(message, error)
+    override fun error(message: String, error: Throwable?) {
+        QwenCompanionLog.ring.add("ERROR", if (error == null) message else "$message: $error")
+        log.warn(message, error)
+    }
 }

@@ -5,6 +5,7 @@ import com.intellij.openapi.components.Service
 import com.intellij.openapi.components.State
 import com.intellij.openapi.components.Storage
 import com.intellij.openapi.components.service
+import qwen.companion.CompanionCli
 import qwen.companion.intellij.core.CompanionOptions
 
 /**
@@ -27,6 +28,9 @@ class QwenSettings : PersistentStateComponent<QwenSettings.Stored> {
         @JvmField var registerMcp: Boolean = true
         @JvmField var alwaysLoadTools: Boolean = false
         @JvmField var participantName: String = ""
+        /** `qwen`, `gemini` or `both`. */
+        @JvmField var cli: String = CompanionCli.QWEN.id
+        @JvmField var geminiCommand: String = CompanionOptions.DEFAULT_GEMINI_COMMAND
     }
 
     @Volatile private var stored = Stored()
@@ -51,9 +55,11 @@ class QwenSettings : PersistentStateComponent<QwenSettings.Stored> {
                 pluginsDir = s.pluginsDir.takeIf { it.isNotBlank() },
                 registerMcp = s.registerMcp,
                 alwaysLoadTools = s.alwaysLoadTools,
-                participantName = s.participantName.takeIf { it.isNotBlank() }
+                participantName = s.participantName.takeIf { it.isNotBlank() },
+                cli = CompanionCli.fromId(s.cli) ?: CompanionCli.QWEN,
+                geminiCommand = s.geminiCommand
             )
-            return if (o.problems().isEmpty()) o else CompanionOptions(enabled = o.enabled)
+            return if (o.problems().isEmpty()) o else CompanionOptions(enabled = o.enabled, cli = o.cli)
         }
 
     /** Stores [o] (already checked with [CompanionOptions.problems]). */
@@ -69,6 +75,8 @@ class QwenSettings : PersistentStateComponent<QwenSettings.Stored> {
         s.registerMcp = o.registerMcp
         s.alwaysLoadTools = o.alwaysLoadTools
         s.participantName = o.participantName ?: ""
+        s.cli = o.cli.id
+        s.geminiCommand = o.geminiCommand
         stored = s
     }
 

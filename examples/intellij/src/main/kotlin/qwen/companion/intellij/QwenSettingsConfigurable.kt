@@ -4,12 +4,14 @@ import com.intellij.openapi.options.Configurable
 import com.intellij.openapi.options.ConfigurationException
 import com.intellij.openapi.project.ProjectManager
 import com.intellij.openapi.components.service
+import qwen.companion.CompanionCli
 import qwen.companion.intellij.core.CompanionOptions
 import qwen.companion.intellij.core.OptionsForm
 import java.awt.GridBagConstraints
 import java.awt.GridBagLayout
 import java.awt.Insets
 import javax.swing.JCheckBox
+import javax.swing.JComboBox
 import javax.swing.JComponent
 import javax.swing.JLabel
 import javax.swing.JPanel
@@ -19,14 +21,16 @@ import javax.swing.JTextField
  * Settings | Tools | Qwen Code Companion: the options the companion and
  * the plugin host take ([CompanionOptions]; parsed and checked by
  * [OptionsForm]). Applying restarts the plugin host when its options
- * changed and starts or stops the projects' companions when "enabled"
- * changed; the companion's timing options apply to companions started
- * afterwards (reopen the project).
+ * changed, starts or stops the projects' companions when "enabled"
+ * changed, and restarts the running companions when the CLIs to serve or a
+ * timing option changed ([CompanionOptions.companionChanged]).
  */
 class QwenSettingsConfigurable : Configurable {
     private var panel: JPanel? = null
     private val enabled = JCheckBox("Start a Qwen Code companion for every project")
     private val runCommand = JTextField(24)
+    private val cli = JComboBox(CLI_LABELS.toTypedArray())
+    private val geminiCommand = JTextField(24)
     private val debounce = JTextField(8)
     private val maxWait = JTextField(8)
     private val requestTimeout = JTextField(8)
@@ -57,7 +61,9 @@ class QwenSettingsConfigurable : Configurable {
             p.add(field, c)
         }
         add(null, enabled)
+        add("CLIs to serve:", cli)
         add("Run Qwen Code command:", runCommand)
+        add("Run Gemini CLI command:", geminiCommand)
         add("Context debounce (ms, blank = 50):", debounce)
         add("Context max wait (ms, blank = 200):", maxWait)
         add("Diff request timeout (ms):", requestTimeout)
@@ -81,7 +87,9 @@ class QwenSettingsConfigurable : Configurable {
         pluginsDir = pluginsDir.text,
         registerMcp = registerMcp.isSelected,
         alwaysLoadTools = alwaysLoad.isSelected,
-        participantName = participant.text
+        participantName = participant.text,
+        cli = CLI_VALUES[Math.max(0, cli.selectedIndex)],
+        geminiCommand = geminiCommand.text
     )
 
     override fun isModified(): Boolean = form() != OptionsForm.of(QwenSettings.getInstance().options)
@@ -98,6 +106,8 @@ class QwenSettingsConfigurable : Configurable {
                 val service = project.service<QwenCompanionService>()
                 if (options.enabled) service.startInBackground() else service.stop()
             }
+        } else if (options.enabled && before.companionChanged(options)) {
+            for (project in ProjectManager.getInstance().openProjects) project.service<QwenCompanionService>().restart()
         }
     }
 
@@ -113,9 +123,17 @@ class QwenSettingsConfigurable : Configurable {
         registerMcp.isSelected = f.registerMcp
         alwaysLoad.isSelected = f.alwaysLoadTools
         participant.text = f.participantName
+        cli.selectedIndex = CLI_VALUES.indexOf(f.cli)
+        geminiCommand.text = f.geminiCommand
     }
 
     override fun disposeUIResources() {
         panel = null
+    }
+
+    companion object {
+        /** The choices of "CLIs to serve", in the order of [CLI_LABELS]. */
+        private val CLI_VALUES = listOf(CompanionCli.QWEN, CompanionCli.GEMINI, CompanionCli.BOTH)
+        private val CLI_LABELS = listOf("Qwen Code", "Gemini CLI", "Both")
     }
 }

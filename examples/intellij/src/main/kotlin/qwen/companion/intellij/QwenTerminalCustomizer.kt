@@ -6,10 +6,13 @@ import org.jetbrains.plugins.terminal.LocalTerminalCustomizer
 import qwen.companion.intellij.core.TerminalEnv
 
 /**
- * Adds `QWEN_CODE_IDE_SERVER_PORT` and `QWEN_CODE_IDE_WORKSPACE_PATH` (and the
- * plugin MCP server's variables, if any) to every terminal the IDE opens for
- * the project — those restored at project open too, which starts the
- * companion first when needed — so `qwen` started there connects to this IDE. Registered only when the Terminal plugin is present
+ * Adds the variables of every CLI the companion serves
+ * (`QWEN_CODE_IDE_SERVER_PORT`, `QWEN_CODE_IDE_WORKSPACE_PATH`;
+ * `GEMINI_CLI_IDE_SERVER_PORT`, `GEMINI_CLI_IDE_WORKSPACE_PATH`,
+ * `GEMINI_CLI_IDE_PID`) and the plugin MCP server's, if any, to every
+ * terminal the IDE opens for the project — those restored at project open
+ * too, which starts the companion first when needed — so `qwen` or `gemini`
+ * started there connects to this IDE. Registered only when the Terminal plugin is present
  * (`qwen-terminal.xml`).
  *
  * This 4-argument overload exists from 2023.1 to today's builds; newer

@@ -2,36 +2,44 @@ package qwen.companion.intellij
 
 import com.intellij.openapi.actionSystem.ActionUpdateThread
 import com.intellij.openapi.actionSystem.AnActionEvent
-import com.intellij.openapi.application.ApplicationManager
-import com.intellij.openapi.application.ModalityState
-import com.intellij.openapi.components.service
 import com.intellij.openapi.project.DumbAwareAction
-import org.jetbrains.plugins.terminal.TerminalToolWindowManager
-import qwen.companion.intellij.core.RunQwen
+import qwen.companion.intellij.core.AgentCli
 
 /**
- * Tools | Run Qwen Code (Qwen.RunQwenCode): opens a tab of the IDE's
- * terminal in the project folder — its environment already carries the
- * companion's variables ([QwenTerminalCustomizer]) — and runs the command of
- * the settings (`qwen` by default). Registered with the Terminal plugin only
- * (qwen-terminal.xml).
+ * Run Qwen Code (Qwen.RunQwenCode): in the main toolbar and Tools menu,
+ * Ctrl+Alt+Q (Cmd+Alt+Q on macOS). Focuses the Qwen terminal when it runs; else opens a tab of the IDE's terminal in the
+ * project folder — its environment already carries the companion's
+ * variables ([QwenTerminalCustomizer]) — and runs the command of the
+ * settings (`qwen` by default); [QwenTerminals] keeps that tab for "Add …
+ * to Prompt". Registered with the Terminal plugin only (qwen-terminal.xml).
  */
 class RunQwenCodeAction : DumbAwareAction() {
     override fun actionPerformed(e: AnActionEvent) {
         val project = e.project ?: return
-        val plan = RunQwen.plan(QwenSettings.getInstance().options, project.basePath)
-        val app = ApplicationManager.getApplication()
-        // Start the companion first (off the UI thread) so the new terminal gets its env.
-        app.executeOnPooledThread(Runnable {
-            project.service<QwenCompanionService>().start()
-            app.invokeLater({
-                if (!project.isDisposed) {
-                    val widget = TerminalToolWindowManager.getInstance(project)
-                        .createShellWidget(plan.workingDirectory, plan.tabName, true, true)
-                    widget.sendCommandToExecute(plan.command)
-                }
-            }, ModalityState.defaultModalityState())
-        })
+        QwenTerminals.getInstance(project).runOrFocus(AgentCli.QWEN)
+    }
+
+    override fun update(e: AnActionEvent) {
+        e.presentation.isEnabled = e.project != null
+    }
+
+    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
+}
+
+/**
+ * Run Gemini CLI (Qwen.RunGeminiCli): next to Run Qwen Code in the main
+ * toolbar and Tools menu, no default shortcut. Focuses the Gemini terminal
+ * when it runs; else opens a terminal tab in the project folder running the
+ * Gemini command of the settings (`gemini` by default), with every variable
+ * of the companion in its environment. When the companion does not serve
+ * Gemini CLI (the setting "CLIs to serve" is Qwen Code), Gemini CLI still
+ * starts and a balloon says that its IDE connection needs Gemini CLI or Both.
+ * Registered with the Terminal plugin only (qwen-terminal.xml).
+ */
+class RunGeminiCliAction : DumbAwareAction() {
+    override fun actionPerformed(e: AnActionEvent) {
+        val project = e.project ?: return
+        QwenTerminals.getInstance(project).runOrFocus(AgentCli.GEMINI)
     }
 
     override fun update(e: AnActionEvent) {

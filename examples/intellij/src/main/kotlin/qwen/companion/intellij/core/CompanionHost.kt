@@ -1,11 +1,16 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.CompanionCli
+import qwen.companion.DiscoveryFiles
 import qwen.companion.QcPlatform
 import qwen.companion.LogLevel
 import qwen.companion.QwenCompanion
 import qwen.companion.QwenCompanionConfig
 import qwen.companion.QwenCompanionException
 import qwen.companion.QwenCompanionLibrary
+import qwen.companion.QwenHealth
+import qwen.companion.QwenParticipant
+import qwen.companion.QwenPluginHost
 import java.io.File
 import java.util.concurrent.CompletableFuture
 
@@ -29,7 +34,11 @@ data class HostSettings(
     val debounceMs: Long? = null,
     val maxWaitMs: Long? = null,
     /** How long the library waits for the diff handlers (null = 30000); the presenter waits a little less. */
-    val requestTimeoutMs: Long? = null
+    val requestTimeoutMs: Long? = null,
+    /** The CLIs to serve (null = the library's default, Qwen Code). */
+    val cli: CompanionCli? = null,
+    /** Folder of Gemini CLI's discovery file (tests); null = `<tmpdir>/gemini/ide`, where Gemini CLI looks. */
+    val geminiDir: String? = null
 )
 
 /** Workspace root handling. */
@@ -53,6 +62,50 @@ object WorkspaceRoots {
     }
 
     private fun strip(p: String): String = if (p.length > 1) p.trimEnd('/', File.separatorChar) else p
+}
+
+/** The library's health report for the objects an IDE has (see [QwenHealth]). */
+object HealthReport {
+    /**
+     * The report with the checks of each object given; the library is theirs,
+     * else the one at [libraryPath] (null: the binding's lookup). Blocks up
+     * to about 10 s: never on the UI thread. [qwen] and [gemini] are the
+     * commands to check; [cli] (the setting) says which of their checks run
+     * (the others are `off`), also when no companion runs.
+     */
+    fun of(
+        companion: QwenCompanion?,
+        pluginHost: QwenPluginHost?,
+        participant: QwenParticipant?,
+        libraryPath: String?,
+        qwen: String? = null,
+        gemini: String? = null,
+        cli: CompanionCli? = null
+    ): Map<String, Any?> {
+        val library = companion?.library ?: pluginHost?.library ?: participant?.library ?: QwenCompanionLibrary.load(libraryPath)
+        return QwenHealth.report(library, companion, pluginHost, participant, qwen = qwen, gemini = gemini, cli = cli)
+    }
+}
+
+/** Which CLI proposed a diff, from the companion's `openDiffs()` report. */
+object DiffProposers {
+    /**
+     * The `session.label` of [path]'s diff in [report] (`{"clients": N,
+     * "diffs": [{"filePath", "session": {"id", "label"}}]}`) when more than
+     * one CLI is connected; null otherwise.
+     */
+    fun label(report: Map<String, Any?>, path: String): String? {
+        val clients = (report["clients"] as? Number)?.toInt() ?: 0
+        if (clients <= 1) return null
+        val diffs = report["diffs"] as? List<*> ?: return null
+        for (d in diffs) {
+            val m = d as? Map<*, *> ?: continue
+            if (m["filePath"] != path) continue
+            val label = (m["session"] as? Map<*, *>)?.get("label") as? String
+            return if (label.isNullOrBlank()) null else label
+        }
+        return null
+    }
 }
 
 /** Formatting of the terminal environment. */
@@ -116,7 +169,9 @@ class CompanionHost(
     val feeder = EditorContextFeeder(CompanionContextSink { companion }, log)
 
     /** openDiff/closeDiff ↔ diff views. */
-    val diffs = DiffController(CompanionDecisionSink { companion }, presenter, readOriginal, log)
+    val diffs = DiffController(CompanionDecisionSink { companion }, presenter, readOriginal, log) { path ->
+        companion?.let { DiffProposers.label(it.openDiffs(), path) }
+    }
 
     /** The running companion (null before [start], after a failure or [close]). */
     val current: QwenCompanion? get() = companion
@@ -140,7 +195,9 @@ class CompanionHost(
                         trusted = trusted,
                         debounceMs = s.debounceMs,
                         maxWaitMs = s.maxWaitMs,
-                        requestTimeoutMs = s.requestTimeoutMs
+                        requestTimeoutMs = s.requestTimeoutMs,
+                        cli = s.cli,
+                        geminiDir = s.geminiDir
                     ),
                     QwenCompanionLibrary.load(s.libraryPath)
                 )
@@ -157,7 +214,8 @@ class CompanionHost(
                 c.onOpenDiff { path, content -> diffs.onOpenDiff(path, content) }
                 c.onCloseDiff { path -> diffs.onCloseDiff(path) }
                 c.start()
-                log.info("qwen-companion: listening on 127.0.0.1:${c.port()} for ${s.roots} (lock file ${c.lockFilePath()})")
+                val files = c.discoveryFiles().toMap().entries.joinToString(", ") { "${it.key}: ${it.value}" }
+                log.info("qwen-companion: listening on 127.0.0.1:${c.port()} for ${s.roots}, serving ${Served.names(served)} (discovery files $files)")
             } catch (e: QwenCompanionException) {
                 c.close()
                 return failed(e)
@@ -185,7 +243,20 @@ class CompanionHost(
         }
     }
 
-    /** Variables for the IDE's terminals; empty when not running. */
+    /** The CLIs this host's companion serves (the setting it was created with). */
+    val served: CompanionCli get() = settings.cli ?: CompanionCli.QWEN
+
+    /** The discovery file of each served CLI; null when not running. */
+    fun discoveryFiles(): DiscoveryFiles? {
+        val c = companion ?: return null
+        return try {
+            c.discoveryFiles()
+        } catch (e: QwenCompanionException) {
+            null
+        }
+    }
+
+    /** Variables for the IDE's terminals (those of every served CLI); empty when not running. */
     fun terminalEnv(): Map<String, String> {
         val c = companion ?: return emptyMap()
         return try {
@@ -193,6 +264,22 @@ class CompanionHost(
         } catch (e: QwenCompanionException) {
             emptyMap()
         }
+    }
+
+    /**
+     * The library's health report (see [QwenHealth]) with this
+     * companion's checks (none when it is not running) and those of
+     * [pluginHost] and [participant]; [qwen] and [gemini] are the commands
+     * to check (the check of a CLI not served is `off`). Blocks up to
+     * about 10 s: never on the UI thread.
+     */
+    fun health(
+        pluginHost: QwenPluginHost?,
+        participant: QwenParticipant?,
+        qwen: String? = null,
+        gemini: String? = null
+    ): Map<String, Any?> {
+        return HealthReport.of(companion, pluginHost, participant, settings.libraryPath, qwen, gemini, served)
     }
 
     /** The platform's trust state of the project changed (also remembered for a later [start]). */
@@ -213,11 +300,13 @@ class CompanionHost(
             port = try { c?.portOrNull() } catch (e: QwenCompanionException) { null },
             connectedClis = if (c == null) 0 else sessions.connected,
             pendingDiffs = diffs.openSessions().size,
-            lastError = lastError ?: extraError
+            lastError = lastError ?: extraError,
+            served = served,
+            discoveryFiles = if (c == null) null else discoveryFiles()
         )
     }
 
-    /** The project's roots changed (rewrites the lock file when running). */
+    /** The project's roots changed (rewrites the discovery files when running). */
     fun updateRoots(roots: List<String?>, fallback: String? = null) {
         val normalized = WorkspaceRoots.normalize(roots, fallback)
         synchronized(lock) {

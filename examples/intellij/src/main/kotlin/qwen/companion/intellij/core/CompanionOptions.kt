@@ -1,5 +1,6 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.CompanionCli
 import java.io.File
 
 /**
@@ -27,7 +28,11 @@ data class CompanionOptions(
     /** The entry asks Qwen Code to load every plugin tool up front. */
     val alwaysLoadTools: Boolean = false,
     /** Name of the project's messaging participant; null = derived from IDE and project. */
-    val participantName: String? = null
+    val participantName: String? = null,
+    /** The CLIs the companion serves (its config's `cli`). */
+    val cli: CompanionCli = CompanionCli.QWEN,
+    /** What "Run Gemini CLI" types into the new terminal. */
+    val geminiCommand: String = DEFAULT_GEMINI_COMMAND
 ) {
     /** Every problem of these values (empty = valid), each a sentence naming the field. */
     fun problems(): List<String> {
@@ -35,6 +40,10 @@ data class CompanionOptions(
         if (runCommand.isBlank()) p.add("The command to run Qwen Code is empty.")
         if (runCommand.indexOf('\n') >= 0 || runCommand.indexOf('\r') >= 0 || runCommand.indexOf('\u0000') >= 0) {
             p.add("The command to run Qwen Code must be one line.")
+        }
+        if (geminiCommand.isBlank()) p.add("The command to run Gemini CLI is empty.")
+        if (geminiCommand.indexOf('\n') >= 0 || geminiCommand.indexOf('\r') >= 0 || geminiCommand.indexOf('\u0000') >= 0) {
+            p.add("The command to run Gemini CLI must be one line.")
         }
         debounceMs?.let { if (it < 0 || it > 10_000) p.add("Debounce must be between 0 and 10000 ms (got $it).") }
         maxWaitMs?.let { if (it < 0 || it > 60_000) p.add("Max wait must be between 0 and 60000 ms (got $it).") }
@@ -59,6 +68,14 @@ data class CompanionOptions(
             registerMcp != other.registerMcp || alwaysLoadTools != other.alwaysLoadTools
 
     /**
+     * True when the projects' companions must restart for [other]: the CLIs
+     * served or a timing option differ (a companion takes them when created).
+     */
+    fun companionChanged(other: CompanionOptions): Boolean =
+        cli != other.cli || debounceMs != other.debounceMs || maxWaitMs != other.maxWaitMs ||
+            requestTimeoutMs != other.requestTimeoutMs
+
+    /**
      * How long the IDE's diff presenter waits for the UI thread: below the
      * library's [requestTimeoutMs] so the CLI gets the presenter's own answer.
      */
@@ -67,6 +84,7 @@ data class CompanionOptions(
 
     companion object {
         const val DEFAULT_RUN_COMMAND = "qwen"
+        const val DEFAULT_GEMINI_COMMAND = "gemini"
         const val DEFAULT_REQUEST_TIMEOUT_MS = 30_000L
         const val MIN_REQUEST_TIMEOUT_MS = 1_000L
         const val MAX_REQUEST_TIMEOUT_MS = 600_000L
@@ -116,7 +134,9 @@ data class OptionsForm(
     val pluginsDir: String,
     val registerMcp: Boolean,
     val alwaysLoadTools: Boolean,
-    val participantName: String
+    val participantName: String,
+    val cli: CompanionCli = CompanionCli.QWEN,
+    val geminiCommand: String = CompanionOptions.DEFAULT_GEMINI_COMMAND
 ) {
     /** The options, or null with the problems (each a sentence). */
     class Parsed(val options: CompanionOptions?, val problems: List<String>)
@@ -136,7 +156,9 @@ data class OptionsForm(
             pluginsDir = pluginsDir.trim().ifEmpty { null },
             registerMcp = registerMcp,
             alwaysLoadTools = alwaysLoadTools,
-            participantName = participantName.trim().ifEmpty { null }
+            participantName = participantName.trim().ifEmpty { null },
+            cli = cli,
+            geminiCommand = geminiCommand.trim()
         )
         if (problems.isEmpty()) problems.addAll(o.problems())
         return if (problems.isEmpty()) Parsed(o, problems) else Parsed(null, problems)
@@ -154,19 +176,14 @@ data class OptionsForm(
             pluginsDir = o.pluginsDir ?: "",
             registerMcp = o.registerMcp,
             alwaysLoadTools = o.alwaysLoadTools,
-            participantName = o.participantName ?: ""
+            participantName = o.participantName ?: "",
+            cli = o.cli,
+            geminiCommand = o.geminiCommand
         )
     }
 }
 
-/** What "Run Qwen Code" opens: a terminal tab in the project folder running the configured command. */
+/** What "Run Qwen Code" opens ([RunAgent.plan] for [AgentCli.QWEN]). */
 object RunQwen {
-    class Plan(val workingDirectory: String?, val tabName: String, val command: String)
-
-    fun plan(options: CompanionOptions, projectDir: String?): Plan {
-        val command = options.runCommand.trim().ifEmpty { CompanionOptions.DEFAULT_RUN_COMMAND }
-        require(command.indexOf('\n') < 0 && command.indexOf('\r') < 0) { "the command to run Qwen Code must be one line" }
-        val dir = if (projectDir != null && File(projectDir).isDirectory) projectDir else null
-        return Plan(dir, "Qwen Code", command)
-    }
+    fun plan(options: CompanionOptions, projectDir: String?): RunAgent.Plan = RunAgent.plan(AgentCli.QWEN, options, projectDir)
 }

@@ -1,16 +1,22 @@
 package qwen.companion.intellij.core
 
+import qwen.companion.CompanionCli
+import qwen.companion.DiscoveryFiles
+
 /**
  * What the status bar shows for a project: whether the companion runs,
- * how many Qwen Code CLIs are connected, the diffs waiting for the user,
- * and the last error (of the companion or the plugin host).
+ * how many CLIs (Qwen Code, Gemini CLI) are connected, the diffs waiting for
+ * the user, the last error (of the companion or the plugin host), the CLIs
+ * served and their discovery files.
  */
 data class CompanionStatus(
     val running: Boolean,
     val port: Int?,
     val connectedClis: Int,
     val pendingDiffs: Int,
-    val lastError: String?
+    val lastError: String?,
+    val served: CompanionCli = CompanionCli.QWEN,
+    val discoveryFiles: DiscoveryFiles? = null
 ) {
     /** The widget's short text. */
     val text: String
@@ -27,6 +33,7 @@ data class CompanionStatus(
         get() {
             val lines = ArrayList<String>()
             lines.add(if (running) "Qwen Code companion on 127.0.0.1:$port" else "Qwen Code companion is not running")
+            if (running) lines.addAll(Served.lines(served, discoveryFiles ?: DiscoveryFiles(null, null)))
             if (running) lines.add("Connected CLIs: $connectedClis")
             if (running) lines.add("Diffs waiting for you: $pendingDiffs")
             if (lastError != null) lines.add("Last error: $lastError")

@@ -94,8 +94,13 @@ class DiffSession internal constructor(
     val originalText: String?,
     /** The text the CLI proposes. */
     val proposedText: String,
-    private val controller: DiffController
+    private val controller: DiffController,
+    /** Which CLI proposed it (`CLI #2`), only while more than one is connected; else null. */
+    val proposer: String? = null
 ) {
+    /** The diff's title: `Qwen Code: app.py`, with ` (CLI #2)` when [proposer] is known. */
+    val title: String get() = "Qwen Code: " + java.io.File(path).name + (if (proposer != null) " ($proposer)" else "")
+
     @Volatile
     var state: DiffState = DiffState.SHOWING
         internal set
@@ -149,7 +154,9 @@ class DiffController(
     private val presenter: DiffPresenter,
     /** Reads the file's current text (null when it does not exist). */
     private val readOriginal: (String) -> String?,
-    private val log: HostLog
+    private val log: HostLog,
+    /** The label of the CLI that proposed the diff of a path, when more than one is connected (null otherwise). */
+    private val proposerOf: (String) -> String? = { null }
 ) {
     private val lock = Any()
     private val ids = AtomicLong(1)
@@ -169,7 +176,17 @@ class DiffController(
             log.warn("qwen-companion: cannot read $path for the diff", e)
             null
         }
-        val session = DiffSession(ids.getAndIncrement(), path, original, newContent, this)
+        val proposer = try {
+            proposerOf(path)
+        } catch (e: Exception) {
+            log.warn("qwen-companion: cannot tell which CLI proposed $path", e)
+            null
+        } catch (e: LinkageError) {
+            // A library without the report: the diff is shown without the label.
+            log.warn("qwen-companion: cannot tell which CLI proposed $path", e)
+            null
+        }
+        val session = DiffSession(ids.getAndIncrement(), path, original, newContent, this, proposer)
         val previous = synchronized(lock) {
             val p = open.put(path, session)
             if (p != null && p.state == DiffState.SHOWING) p.state = DiffState.SUPERSEDED
@@ -235,6 +252,17 @@ class DiffController(
         }
         closeView(session)
         return true
+    }
+
+    /**
+     * "Close All Qwen Diffs": rejects every showing diff (each CLI gets
+     * `ide/diffRejected`, nothing is written) and closes its view. Returns
+     * how many were rejected.
+     */
+    fun rejectAll(): Int {
+        var n = 0
+        for (s in openSessions()) if (reject(s)) n++
+        return n
     }
 
     /** Closes every view without reporting (the companion is going away). */

@@ -108,6 +108,9 @@ class IdeParticipant(
 
     val isRunning: Boolean get() = synchronized(lock) { p != null }
 
+    /** The registered participant (for the health report), or null. */
+    val current: QwenParticipant? get() = synchronized(lock) { p }
+
     /** Our session (`sessionId`, `name`, `ref`, …), or null when not registered. */
     fun session(): Map<String, Any?>? = try {
         synchronized(lock) { p }?.sessions()?.firstOrNull()
