@@ -67,12 +67,8 @@ harness_init mcp-e2e named
 
 peer_stop_line() { case $1 in host|other) echo stop ;; esac; }
 dump_diag() {
-  local f
   dump_begin
-  for f in "$HOME_DIR"/.qwen/debug/*.txt; do
-    [ -f "$f" ] || continue
-    dump_debug_log "$f" "MCP" '\[MCP\]|qwen-companion-plugins|\[ERROR\]'
-  done
+  dump_debug_logs "$HOME_DIR/.qwen/debug" "MCP" '\[MCP\]|qwen-companion-plugins|\[ERROR\]'
   dump_model_requests
   dump_outputs
   dump_end

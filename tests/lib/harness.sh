@@ -559,6 +559,11 @@ dump_debug_log() {
   section "qwen debug log $1: $2"
   grep -E "$3" "$1" | tail -n 40 | short
 }
+# dump_debug_logs DIR WHAT REGEX: dump_debug_log for every *.txt in DIR (qwen's ~/.qwen/debug).
+dump_debug_logs() {
+  local f
+  for f in "$1"/*.txt; do dump_debug_log "$f" "$2" "$3"; done
+}
 dump_model_requests() {
   [ -f "$RUN/model.jsonl" ] || return 0
   section "fake model requests"

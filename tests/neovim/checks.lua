@@ -4,6 +4,8 @@
 --   C.check(name, ok, detail)   detail is kept (vim.inspect) only when not ok
 --   C.finish(path)              writes the file and quits Neovim (C.write: only writes)
 --   C.read(path)                a file's bytes, or nil when it cannot be read
+--   C.write_file(path, text)    writes the bytes, making the folder first
+--   C.end_job(job)              ends a terminal job's program (SIGTERM), jobstop only if it stays
 --   C.run_guarded(run, name)    runs run(); a Lua error fails the check `name`; then stops the plugin
 local M = { list = {} }
 
@@ -25,6 +27,28 @@ function M.read(path)
   local s = f:read('*a')
   f:close()
   return s
+end
+
+function M.write_file(path, text)
+  vim.fn.mkdir(vim.fn.fnamemodify(path, ':h'), 'p')
+  local f = assert(io.open(path, 'wb'))
+  f:write(text)
+  f:close()
+end
+
+-- Ends a terminal job the way a CLI ends by itself: SIGTERM to its process,
+-- then Neovim sees the program exit and closes the pty. jobstop closes the pty
+-- first, and once, on a CI machine, Neovim 0.7.2 caught SIGHUP right after
+-- such a jobstop and hung in its exit. jobstop stays the fallback (5 s).
+function M.end_job(job)
+  local ok, pid = pcall(vim.fn.jobpid, job)
+  if ok and type(pid) == 'number' and pid > 0 then
+    pcall((vim.uv or vim.loop).kill, pid, 15)
+    if vim.fn.jobwait({ job }, 5000)[1] ~= -1 then
+      return
+    end
+  end
+  pcall(vim.fn.jobstop, job)
 end
 
 function M.run_guarded(run, name)

@@ -5,6 +5,7 @@
 --   E.requests(path, from)   the fake model's log at path: its JSON lines after the first
 --                            `from`, decoded (each with its raw line as _raw)
 --   E.screen(buf)            a buffer's lines as one string
+--   E.submit(job, text)      types text into the terminal job, then Enter
 --   E.run_checked(run, C)    runs run(); a Lua error is the failed check no-lua-error (C:
 --                            checks.lua); the companion is stopped afterwards
 local api = vim.api
@@ -42,6 +43,14 @@ end
 
 function M.screen(buf)
   return table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+end
+
+-- Types `text` into the job, then Enter, as a user would: the CLIs' terminal
+-- UIs take a pasted line and the Enter apart.
+function M.submit(job, text)
+  vim.fn.chansend(job, text)
+  vim.wait(500)
+  vim.fn.chansend(job, '\r')
 end
 
 function M.run_checked(run, C)

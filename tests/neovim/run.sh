@@ -64,6 +64,10 @@ NVIM=${NVIM:-nvim}
 CLIENT="$ROOT/tests/c/mcp_client.py"
 LIB=${QC_NEOVIM_LIB:-$ROOT/target/release/libqwen_companion.so}
 T=${QC_TEST_TIMEOUT:-30}
+# Every headless Neovim runs under `timeout -k 10`: SIGTERM at its limit, SIGKILL
+# 10 s later. Neovim 0.7.2 (Debian 12's) can hang in its exit teardown after a
+# deadly signal (a CI run caught SIGHUP during the Gemini test and waited there,
+# idle, until killed by hand); the check then fails instead of the suite hanging.
 RT=3000 # the plugin's request_timeout_ms in this test (the library's requestTimeoutMs)
 
 PASS=0
@@ -151,7 +155,7 @@ report_run() {
 # runtimepath and nothing else (its checks in $TMP/NAME/nv-NAME.json).
 run_plain() {
     mkdir -p "$TMP/$1"
-    QCNV_TMP="$TMP/$1" timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+    QCNV_TMP="$TMP/$1" timeout -k 10 "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
         -c "luafile $HERE/test_$1.lua" >"$TMP/nvim-$1.log" 2>&1 </dev/null
     report_run "test_$1.lua" "$TMP/$1/nv-$1.json" "$TMP/nvim-$1.log"
 }
@@ -230,7 +234,7 @@ mkdir -p "$PR/ws" "$PR/home" "$PR/qwen-home"
         XDG_DATA_HOME="$PR/home/.local/share" XDG_STATE_HOME="$PR/home/.local/state" \
         XDG_CACHE_HOME="$PR/home/.cache" QWEN_COMPANION_LIB="$LIB" PYTHON="$PY" \
         QCNV_TMP="$PR" QCNV_WS="$PR/ws" QCNV_ROOT="$ROOT" QCNV_TIMEOUT="$T" \
-        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        timeout -k 10 $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
         -c "luafile $HERE/test_prompt.lua"
 ) >"$TMP/nvim-prompt.log" 2>&1 </dev/null
 report_run test_prompt.lua "$PR/nv-prompt.json" "$TMP/nvim-prompt.log"
@@ -248,7 +252,7 @@ mkdir -p "$GM/ws" "$GM/home" "$GM/qwen-home" "$GM/tmp"
         XDG_CONFIG_HOME="$GM/home/.config" XDG_DATA_HOME="$GM/home/.local/share" \
         XDG_STATE_HOME="$GM/home/.local/state" XDG_CACHE_HOME="$GM/home/.cache" QWEN_COMPANION_LIB="$LIB" \
         QCNV_TMP="$GM" QCNV_WS="$GM/ws" QCNV_TIMEOUT="$T" \
-        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        timeout -k 10 $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
         -c "luafile $HERE/test_gemini.lua"
 ) >"$TMP/nvim-gemini.log" 2>&1 </dev/null
 report_run test_gemini.lua "$GM/nv-gemini.json" "$TMP/nvim-gemini.log"
@@ -590,7 +594,7 @@ printf '#include <stdio.h>\nint main(void) {\n    return 42;\n}\n' >"$XT/ws/main
     exec env HOME="$XT/home" QWEN_HOME="$XT/qwen-home" XDG_CONFIG_HOME="$XT/home/.config" \
         XDG_DATA_HOME="$XT/home/.local/share" XDG_STATE_HOME="$XT/home/.local/state" \
         QCNV_TMP="$XT" QCNV_ROOT="$ROOT" QCNV_WS="$XT/ws" QCNV_TIMEOUT="$T" QWEN_COMPANION_LIB="$LIB" \
-        timeout $((T * 8)) "$NVIM" --headless -u NONE -i NONE -n \
+        timeout -k 10 $((T * 8)) "$NVIM" --headless -u NONE -i NONE -n \
         --cmd "set rtp^=$ROOT/examples/neovim" -c "luafile $HERE/test_extras.lua"
 ) >"$XT/nvim.log" 2>&1 </dev/null
 XRC=$?
@@ -664,7 +668,7 @@ if [ -n "$URL" ]; then
     env -C "$WS" -u QWEN_COMPANION_DOWNLOAD_URL -u QWEN_COMPANION_BUILD HOME="$TMP/inst/home" QWEN_HOME="$TMP/inst/home/.qwen" \
         QCNV_TMP="$TMP/inst" QCNV_CLONE="$TMP/inst/qwen-companion" QCNV_URL="$URL" QCNV_DIST="$DIST" \
         QCNV_VERSION="$VERSION" QCNV_TRIPLE="$TRIPLE" \
-        timeout $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$TMP/inst/qwen-companion/examples/neovim" \
+        timeout -k 10 $((T * 4)) "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$TMP/inst/qwen-companion/examples/neovim" \
         -c "luafile $HERE/test_install.lua" >"$TMP/nvim-install.log" 2>&1 </dev/null
     report_run test_install.lua "$TMP/inst/nv-install.json" "$TMP/nvim-install.log"
 
@@ -678,7 +682,7 @@ if [ -n "$URL" ]; then
             XDG_CONFIG_HOME="$TMP/lazy-home/.config" XDG_DATA_HOME="$TMP/lazy-home/.local/share" \
             XDG_STATE_HOME="$TMP/lazy-home/.local/state" QWEN_COMPANION_DOWNLOAD_URL="$URL/real" \
             QCNV_TMP="$TMP" QCNV_LAZY="$LAZY" QCNV_README="$ROOT/examples/neovim/README.md" QCNV_LAZY_PHASE="$phase" \
-            timeout $((T * 4)) "$NVIM" "$@" >"$TMP/nvim-lazy-$phase.log" 2>&1 </dev/null
+            timeout -k 10 $((T * 4)) "$NVIM" "$@" >"$TMP/nvim-lazy-$phase.log" 2>&1 </dev/null
         local rc=$?
         report_run "test_lazy.lua ($phase, exit $rc)" "$TMP/nv-lazy-$phase.json" "$TMP/nvim-lazy-$phase.log"
         check "nvim (lazy.nvim $phase) exits 0" test "$rc" -eq 0
@@ -714,7 +718,7 @@ while IFS= read -r ex; do
     check "doc example $(basename "$ex") runs" env -C "$WS" HOME="$TMP/ex-home" QWEN_HOME="$TMP/ex-qwen-home" \
         XDG_CONFIG_HOME="$TMP/ex-home/.config" XDG_DATA_HOME="$TMP/ex-home/.local/share" \
         XDG_STATE_HOME="$TMP/ex-home/.local/state" QWEN_COMPANION_LIB="$LIB" \
-        timeout "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
+        timeout -k 10 "$T" "$NVIM" --headless -u NONE -i NONE -n --cmd "set rtp^=$ROOT/examples/neovim" \
         -c "lua local ok, e = pcall(dofile, [[$ex]]); if not ok then io.stderr:write(tostring(e) .. '\\n'); vim.cmd('cquit 1') end; vim.cmd('qa!')" \
         </dev/null
 done <"$TMP/doc-examples.list"

@@ -45,12 +45,8 @@ CHECKS=(start tools-listed terminal tui-ready add-focus add-prompt add-content d
 harness_init nvim-e2e named
 
 dump_diag() {
-  local f
   dump_begin
-  for f in "$HOME_DIR"/.qwen/debug/*.txt; do
-    [ -f "$f" ] || continue
-    dump_debug_log "$f" "MCP / @ / errors" '\[MCP\]|qwen-companion-plugins|@|\[ERROR\]'
-  done
+  dump_debug_logs "$HOME_DIR/.qwen/debug" "MCP / @ / errors" '\[MCP\]|qwen-companion-plugins|@|\[ERROR\]'
   dump_model_requests
   dump_outputs
   dump_nvim_output

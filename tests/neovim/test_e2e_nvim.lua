@@ -83,9 +83,7 @@ local function run()
   vim.wait(TIMEOUT, function()
     return screen(tbuf):find('(lines 1-2)', 1, true) ~= nil
   end, 50)
-  vim.fn.chansend(info.job, 'E2E_ADD what does this file say?')
-  vim.wait(500)
-  vim.fn.chansend(info.job, '\r')
+  E.submit(info.job, 'E2E_ADD what does this file say?')
   local req
   vim.wait(TIMEOUT, function()
     req = find_request(n0, function(r)
@@ -108,9 +106,7 @@ local function run()
 
   -- diag: the model calls the editor-diagnostics tool
   local n1 = #requests()
-  vim.fn.chansend(info.job, 'E2E_CALL name=mcp__qwen-companion-plugins__editor-diagnostics args={}')
-  vim.wait(500)
-  vim.fn.chansend(info.job, '\r')
+  E.submit(info.job, 'E2E_CALL name=mcp__qwen-companion-plugins__editor-diagnostics args={}')
   local res
   vim.wait(TIMEOUT, function()
     res = find_request(n1, function(r)
@@ -135,7 +131,7 @@ local function run()
     and text:find('e2e-linter', 1, true) ~= nil and text:find(notes, 1, true) ~= nil
     and text:find('"line":2', 1, true) ~= nil and text:find('"column":5', 1, true) ~= nil,
     text or screen(tbuf))
-  vim.fn.jobstop(info.job)
+  C.end_job(info.job)
 end
 
 E.run_checked(run, C)

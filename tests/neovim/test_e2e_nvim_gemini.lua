@@ -84,13 +84,7 @@ local function discovered()
   end
 end
 
--- Types `text` into the job, then Enter (as a user would: the TUI takes a
--- pasted line and the Enter apart).
-local function submit(job, text)
-  vim.fn.chansend(job, text)
-  vim.wait(400)
-  vim.fn.chansend(job, '\r')
-end
+local submit = E.submit
 
 local function run()
   vim.cmd('runtime plugin/qwen_companion.lua')
@@ -274,7 +268,7 @@ local function run()
   local code = vim.fn.jobwait({ job }, TIMEOUT)[1]
   check('quit', code == 0, { exit = code, screen = screen(t.buf) })
   if code == -1 then
-    vim.fn.jobstop(job)
+    C.end_job(job)
   end
 
   -- stop: :QwenStop removes the discovery file

@@ -23,12 +23,7 @@ local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .
 local check, read = C.check, C.read
 local GDIR = T .. '/gemini-ide'
 
-local function write(path, text)
-  vim.fn.mkdir(vim.fn.fnamemodify(path, ':h'), 'p')
-  local f = assert(io.open(path, 'wb'))
-  f:write(text)
-  f:close()
-end
+local write = C.write_file
 
 local function has(text, needle)
   return type(text) == 'string' and text:find(needle, 1, true) ~= nil
@@ -256,14 +251,14 @@ local function routing(qc, term, g)
 
   -- the one used last ends: the other one gets the text
   api.nvim_set_current_win(vim.fn.win_findbuf(q.buf)[1])
-  vim.fn.jobstop(q.job)
+  C.end_job(q.job)
   wait_gone(term, 'qwen')
   check('Qwen Code used last but ended: last used gemini', term.last_used() == 'gemini', term.last_used())
   pcall(vim.cmd, 'silent! only')
   vim.cmd('edit ' .. vim.fn.fnameescape(WS .. '/notes.txt'))
   local t2, a2 = require('qwen_companion.prompt').add({})
   check('... :QwenAdd types into Gemini CLI then', t2 == '@notes.txt ' and a2 == 'gemini', { t2, a2 })
-  vim.fn.jobstop(g.job)
+  C.end_job(g.job)
   wait_gone(term, 'gemini')
   pcall(vim.cmd, 'silent! only')
   vim.cmd('edit ' .. vim.fn.fnameescape(WS .. '/notes.txt'))
@@ -350,7 +345,7 @@ local function served(qc, term)
   check(':checkhealth: Gemini CLI IDE mode off is a warning with the fix', has(h, 'Gemini CLI IDE mode is off')
     and has(h, '/ide enable` in gemini'), h)
 
-  vim.fn.jobstop(t.job)
+  C.end_job(t.job)
   wait_gone(term, 'gemini')
   pcall(vim.cmd, 'silent! only')
 
@@ -366,7 +361,7 @@ local function served(qc, term)
   vim.cmd('QwenRun')
   check(':QwenRun when Qwen Code is not served: it starts, with a warning', term.current('qwen') ~= nil
     and noted('Qwen Code runs without the IDE connection', vim.log.levels.WARN) and noted("setup{ cli = 'qwen' }"), notes)
-  vim.fn.jobstop(term.current('qwen').job)
+  C.end_job(term.current('qwen').job)
   wait_gone(term, 'qwen')
 
   local gfile = s.discovery_files.gemini

@@ -21,16 +21,9 @@ local ROOT = assert(os.getenv('QCNV_ROOT'), 'QCNV_ROOT')
 local PY = os.getenv('PYTHON') or 'python3'
 local TIMEOUT = tonumber(os.getenv('QCNV_TIMEOUT') or '30') * 1000
 local C = dofile(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h') .. '/checks.lua')
-local check = C.check
+local check, read = C.check, C.read
 
-local read = C.read
-
-local function write(path, text)
-  vim.fn.mkdir(vim.fn.fnamemodify(path, ':h'), 'p')
-  local f = assert(io.open(path, 'wb'))
-  f:write(text)
-  f:close()
-end
+local write = C.write_file
 
 local notes = {}
 vim.notify = function(msg, level) -- recorded, not shown (an error message would abort a :command)
@@ -166,7 +159,7 @@ local function run()
   check('... and says the arguments were not used', #notes == 1 and notes[1].msg:find('already runs', 1, true) ~= nil, notes)
 
   -- the terminal's job ends: toggle starts a new one
-  vim.fn.jobstop(t.job)
+  C.end_job(t.job)
   vim.wait(TIMEOUT, function()
     return term.current() == nil
   end, 20)
@@ -175,7 +168,7 @@ local function run()
   st = term.toggle()
   check(':QwenToggle after qwen exited starts a new terminal and drops the old buffer', st == 'focused'
     and term.current() and term.current().job ~= t.job and not api.nvim_buf_is_valid(dead))
-  vim.fn.jobstop(term.current().job)
+  C.end_job(term.current().job)
   vim.wait(TIMEOUT, function()
     return term.current() == nil
   end, 20)
@@ -200,7 +193,7 @@ local function run()
     == 'topleft split')
   check('cells: a fraction, a number, bounded', term.cells(0.25, 80, 0.4) == 20 and term.cells(500, 80, 0.4) == 79
     and term.cells(nil, 80, 0.4) == 32)
-  vim.fn.jobstop(term.current().job)
+  C.end_job(term.current().job)
   vim.wait(TIMEOUT, function()
     return term.current() == nil
   end, 20)

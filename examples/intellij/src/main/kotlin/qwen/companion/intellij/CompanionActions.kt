@@ -2,13 +2,12 @@ package qwen.companion.intellij
 
 import com.intellij.notification.NotificationGroupManager
 import com.intellij.notification.NotificationType
-import com.intellij.openapi.actionSystem.ActionUpdateThread
 import com.intellij.openapi.actionSystem.AnActionEvent
 import com.intellij.openapi.application.ApplicationManager
 import com.intellij.openapi.application.ModalityState
 import com.intellij.openapi.components.service
 import com.intellij.openapi.fileEditor.FileEditorManager
-import com.intellij.openapi.project.DumbAwareAction
+import com.intellij.openapi.project.Project
 import com.intellij.openapi.ui.Messages
 import com.intellij.testFramework.LightVirtualFile
 import qwen.companion.QwenCompanionException
@@ -29,9 +28,8 @@ object QwenCompanionLog {
  * connected CLIs, the plugin MCP server and its registration, the
  * participant — in a dialog. Computed off the UI thread.
  */
-class QwenHealthAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class QwenHealthAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         val app = ApplicationManager.getApplication()
         app.executeOnPooledThread(Runnable {
             val text: String
@@ -56,12 +54,6 @@ class QwenHealthAction : DumbAwareAction() {
         })
     }
 
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
-
     companion object {
         const val TITLE = "Qwen Companion: Health"
     }
@@ -72,25 +64,17 @@ class QwenHealthAction : DumbAwareAction() {
  * plugin's and the library's log in a read-only editor tab (Help | Show Log
  * in Files opens idea.log, which has every line).
  */
-class QwenShowLogAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class QwenShowLogAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         val file = LightVirtualFile("Qwen Companion log", QwenCompanionLog.ring.text())
         file.setWritable(false)
         FileEditorManager.getInstance(project).openFile(file, true)
     }
-
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
 }
 
 /** Close All Qwen Diffs (Qwen.Diff.CloseAll): rejects every open Qwen diff of the project and closes its tab. */
-class QwenCloseAllDiffsAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class QwenCloseAllDiffsAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         val app = ApplicationManager.getApplication()
         app.executeOnPooledThread(Runnable {
             val n = project.service<QwenCompanionService>().rejectAllDiffs()
@@ -102,10 +86,4 @@ class QwenCloseAllDiffsAction : DumbAwareAction() {
             }, ModalityState.defaultModalityState())
         })
     }
-
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
 }

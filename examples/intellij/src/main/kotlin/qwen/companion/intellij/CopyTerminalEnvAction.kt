@@ -2,12 +2,11 @@ package qwen.companion.intellij
 
 import com.intellij.notification.NotificationGroupManager
 import com.intellij.notification.NotificationType
-import com.intellij.openapi.actionSystem.ActionUpdateThread
 import com.intellij.openapi.actionSystem.AnActionEvent
 import com.intellij.openapi.application.ApplicationManager
 import com.intellij.openapi.components.service
 import com.intellij.openapi.ide.CopyPasteManager
-import com.intellij.openapi.project.DumbAwareAction
+import com.intellij.openapi.project.Project
 import org.jetbrains.plugins.terminal.TerminalProjectOptionsProvider
 import qwen.companion.intellij.core.Served
 import qwen.companion.intellij.core.TerminalEnv
@@ -23,9 +22,8 @@ import java.awt.datatransfer.StringSelection
  * this: they get the values directly ([QwenTerminalCustomizer]). Registered
  * with the Terminal plugin only (qwen-terminal.xml).
  */
-class CopyTerminalEnvAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class CopyTerminalEnvAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         val shellPath = TerminalProjectOptionsProvider.getInstance(project).shellPath
         ApplicationManager.getApplication().executeOnPooledThread(Runnable {
             val service = project.service<QwenCompanionService>()
@@ -43,10 +41,4 @@ class CopyTerminalEnvAction : DumbAwareAction() {
                 .notify(project)
         })
     }
-
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
 }

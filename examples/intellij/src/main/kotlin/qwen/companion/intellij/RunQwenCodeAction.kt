@@ -1,8 +1,7 @@
 package qwen.companion.intellij
 
-import com.intellij.openapi.actionSystem.ActionUpdateThread
 import com.intellij.openapi.actionSystem.AnActionEvent
-import com.intellij.openapi.project.DumbAwareAction
+import com.intellij.openapi.project.Project
 import qwen.companion.intellij.core.AgentCli
 
 /**
@@ -13,17 +12,10 @@ import qwen.companion.intellij.core.AgentCli
  * settings (`qwen` by default); [QwenTerminals] keeps that tab for "Add …
  * to Prompt". Registered with the Terminal plugin only (qwen-terminal.xml).
  */
-class RunQwenCodeAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class RunQwenCodeAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         QwenTerminals.getInstance(project).runOrFocus(AgentCli.QWEN)
     }
-
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
 }
 
 /**
@@ -36,15 +28,8 @@ class RunQwenCodeAction : DumbAwareAction() {
  * starts and a balloon says that its IDE connection needs Gemini CLI or Both.
  * Registered with the Terminal plugin only (qwen-terminal.xml).
  */
-class RunGeminiCliAction : DumbAwareAction() {
-    override fun actionPerformed(e: AnActionEvent) {
-        val project = e.project ?: return
+class RunGeminiCliAction : ProjectAction() {
+    override fun perform(project: Project, e: AnActionEvent) {
         QwenTerminals.getInstance(project).runOrFocus(AgentCli.GEMINI)
     }
-
-    override fun update(e: AnActionEvent) {
-        e.presentation.isEnabled = e.project != null
-    }
-
-    override fun getActionUpdateThread(): ActionUpdateThread = ActionUpdateThread.BGT
 }
