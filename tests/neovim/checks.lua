@@ -5,7 +5,7 @@
 --   C.finish(path)              writes the file and quits Neovim (C.write: only writes)
 --   C.read(path)                a file's bytes, or nil when it cannot be read
 --   C.write_file(path, text)    writes the bytes, making the folder first
---   C.end_job(job)              ends a terminal job's program (SIGTERM), jobstop only if it stays
+--   C.end_job(job)              jobstop once the terminal job's program runs (not before its exec)
 --   C.run_guarded(run, name)    runs run(); a Lua error fails the check `name`; then stops the plugin
 local M = { list = {} }
 
@@ -36,17 +36,22 @@ function M.write_file(path, text)
   f:close()
 end
 
--- Ends a terminal job the way a CLI ends by itself: SIGTERM to its process,
--- then Neovim sees the program exit and closes the pty. jobstop closes the pty
--- first, and once, on a CI machine, Neovim 0.7.2 caught SIGHUP right after
--- such a jobstop and hung in its exit. jobstop stays the fallback (5 s).
+-- Stops a terminal job once its program runs. Neovim forks the pty child
+-- with its own signal handlers, whose pipe the child shares until it execs:
+-- a signal that reaches the child in that window (jobstop's SIGHUP when it
+-- closes the pty, or a SIGTERM) arrives in the editor as if sent to it, and
+-- Neovim 0.7.2 then says "Caught deadly signal" and hangs in its exit (seen
+-- in CI, with a job stopped right after :QwenRun started it). So this waits
+-- (5 s at most) until /proc/<pid>/exe is no longer Neovim's, then jobstop.
 function M.end_job(job)
+  local uv = vim.uv or vim.loop
   local ok, pid = pcall(vim.fn.jobpid, job)
   if ok and type(pid) == 'number' and pid > 0 then
-    pcall((vim.uv or vim.loop).kill, pid, 15)
-    if vim.fn.jobwait({ job }, 5000)[1] ~= -1 then
-      return
-    end
+    local self_exe = uv.exepath()
+    vim.wait(5000, function()
+      local exe = uv.fs_readlink('/proc/' .. pid .. '/exe')
+      return exe == nil or exe ~= self_exe
+    end, 10)
   end
   pcall(vim.fn.jobstop, job)
 end

@@ -66,8 +66,8 @@ LIB=${QC_NEOVIM_LIB:-$ROOT/target/release/libqwen_companion.so}
 T=${QC_TEST_TIMEOUT:-30}
 # Every headless Neovim runs under `timeout -k 10`: SIGTERM at its limit, SIGKILL
 # 10 s later. Neovim 0.7.2 (Debian 12's) can hang in its exit teardown after a
-# deadly signal (a CI run caught SIGHUP during the Gemini test and waited there,
-# idle, until killed by hand); the check then fails instead of the suite hanging.
+# deadly signal (checks.lua's end_job says how a test once caused one); a check
+# then fails instead of the whole suite hanging.
 RT=3000 # the plugin's request_timeout_ms in this test (the library's requestTimeoutMs)
 
 PASS=0
