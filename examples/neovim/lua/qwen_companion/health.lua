@@ -125,6 +125,21 @@ end
 
 --- The `Gemini CLI settings` section: IDE mode in Gemini CLI's settings
 --- when the companion serves it (`cli`), else how to serve it.
+-- One CLI's IDE mode in its settings.json (`path`): ok, off (a warning with
+-- the fix, run in `program`) or unreadable (an error naming the CLI).
+local function report_ide_mode(r, path, program, off_prefix, name)
+  local on, why = M.ide_enabled(path)
+  if on then
+    r.ok(string.format('IDE mode is on in %s (%s)', path, why))
+  elseif on == false then
+    r.warn(string.format('%sIDE mode is off: %s', off_prefix, why), {
+      'run `/ide enable` in ' .. program .. ', or add "ide": {"enabled": true} to ' .. path,
+    })
+  else
+    r.error(name .. ' cannot read its settings: ' .. why)
+  end
+end
+
 function M.check_gemini_settings(r, cli)
   r.start('Gemini CLI settings')
   if cli ~= 'gemini' and cli ~= 'both' then
@@ -132,17 +147,7 @@ function M.check_gemini_settings(r, cli)
       .. ' (Gemini CLI %s)', tostring(cli or 'qwen'), require('qwen_companion.requirements').GEMINI_CLI_TESTED))
     return
   end
-  local path = M.gemini_settings_path()
-  local on, why = M.ide_enabled(path)
-  if on then
-    r.ok(string.format('IDE mode is on in %s (%s)', path, why))
-  elseif on == false then
-    r.warn(string.format('Gemini CLI IDE mode is off: %s', why), {
-      'run `/ide enable` in gemini, or add "ide": {"enabled": true} to ' .. path,
-    })
-  else
-    r.error('Gemini CLI cannot read its settings: ' .. why)
-  end
+  report_ide_mode(r, M.gemini_settings_path(), 'gemini', 'Gemini CLI ', 'Gemini CLI')
 end
 
 --- The lock directory the companion writes to.
@@ -329,17 +334,7 @@ function M.check()
   end
 
   r.start('Qwen Code settings')
-  local spath = M.settings_path()
-  local on, why = M.ide_enabled(spath)
-  if on then
-    r.ok(string.format('IDE mode is on in %s (%s)', spath, why))
-  elseif on == false then
-    r.warn(string.format('IDE mode is off: %s', why), {
-      'run `/ide enable` in qwen, or add "ide": {"enabled": true} to ' .. spath,
-    })
-  else
-    r.error('Qwen Code cannot read its settings: ' .. why)
-  end
+  report_ide_mode(r, M.settings_path(), 'qwen', '', 'Qwen Code')
 
   M.check_gemini_settings(r, qc.cli())
 
